@@ -1,0 +1,71 @@
+"""eventckpt: an embedded, single-file, event-sourced checkpoint store for long-running work.
+
+    import eventckpt
+    with eventckpt.open("agent.db") as store:
+        task = store.stream("task-1")
+        task.save({"messages": [...], "step": 1}, {"input_tokens": 120})
+        task.state(1)            # time travel
+        task.fork(at=1)          # branch instead of destroying history
+"""
+
+from .checkpoint import Checkpoint, ForkOrigin
+from .errors import (
+    CheckpointError,
+    ConflictError,
+    CorruptStoreError,
+    DuplicateCheckpointIdError,
+    EventCkptError,
+    ForeignFileError,
+    InvalidArgumentError,
+    MigrationError,
+    NewerSchemaError,
+    PathError,
+    ReadOnlyStoreError,
+    SchemaError,
+    SerializationError,
+    StorageError,
+    StorageFullError,
+    StoreBusyError,
+    StoreClosedError,
+    StreamExistsError,
+    StreamInUseError,
+    StreamNotFoundError,
+    VersionNotFoundError,
+)
+from .snapshot import SnapshotPolicy
+from .store import Store, open
+from .stream import CheckpointStore
+from .transaction import Transaction
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointError",
+    "CheckpointStore",
+    "ConflictError",
+    "CorruptStoreError",
+    "DuplicateCheckpointIdError",
+    "EventCkptError",
+    "ForeignFileError",
+    "ForkOrigin",
+    "InvalidArgumentError",
+    "MigrationError",
+    "NewerSchemaError",
+    "PathError",
+    "ReadOnlyStoreError",
+    "SchemaError",
+    "SerializationError",
+    "SnapshotPolicy",
+    "StorageError",
+    "StorageFullError",
+    "Store",
+    "StoreBusyError",
+    "StoreClosedError",
+    "StreamExistsError",
+    "StreamInUseError",
+    "StreamNotFoundError",
+    "Transaction",
+    "VersionNotFoundError",
+    "open",
+]

@@ -1,0 +1,449 @@
+"""Values <-> JSON text.
+
+Plain JSON values are stored as themselves, so the file stays readable with sqlite3. Other types are
+stored as single-key objects whose key starts with "$" ("tagged forms"): `{"$tuple": [...]}`,
+`{"$datetime": "..."}`, ... A dict that is not plain (non-str keys, or a key starting with "$") is stored
+as `{"$dict": [[key, value], ...]}`, so a tag can never be confused with user data.
+
+Stored data never chooses code: enums, dataclasses and attrs classes are stored with their qualified
+name, and decoding maps that name only onto classes this codec was given (by `types=` or by encoding
+an instance in this process). An unknown name decodes to plain data (the enum's value, the object's
+fields as a dict); nothing is ever imported. Typed restore (`as_type=`) structures with the project's
+cattrs converter into the type the caller passes.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import enum
+import gc
+import math
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any
+
+import attrs
+import cattrs
+import cattrs.gen
+import orjson
+from cattrs.preconf.orjson import make_converter as _make_orjson_converter
+
+from .errors import SerializationError
+
+MAX_DEPTH = 100
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+_TAG_MARK = '{"$'  # cannot occur inside a JSON string (quotes there are escaped), so absence = no tags
+
+JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+class _Unencodable(Exception):
+    """Internal: carries the path (built while unwinding) and the reason to SerializationError."""
+
+    def __init__(self, reason: str, type_name: str | None) -> None:
+        self.reason = reason
+        self.type_name = type_name
+        self.path: list[Any] = []
+
+
+def type_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _is_object_type(cls: type) -> bool:
+    return dataclasses.is_dataclass(cls) or attrs.has(cls)
+
+
+class Codec:
+    """Encodes and decodes values for one store. Holds the class registry; never a global."""
+
+    def __init__(self, types: Iterable[type] = (), *, allow_nan: bool = False) -> None:
+        self.allow_nan = allow_nan
+        self._classes: dict[str, type] = {}
+        self.converter = make_converter()
+        for cls in types:
+            self.register(cls)
+
+    # -- registry ---------------------------------------------------------------------------------
+
+    def register(self, cls: type) -> None:
+        """Allow stored data naming `cls` to decode into it (it must be an enum, dataclass or attrs class)."""
+        if not isinstance(cls, type) or not (issubclass(cls, enum.Enum) or _is_object_type(cls)):
+            raise SerializationError((), f"only enums, dataclasses and attrs classes can be registered, not {cls!r}")
+        name = type_name(cls)
+        known = self._classes.get(name)
+        if known is not None and known is not cls:
+            raise SerializationError((), f"two different classes are named {name}", name)
+        self._classes[name] = cls
+
+    # -- encoding ---------------------------------------------------------------------------------
+
+    def encode(self, value: Any) -> bytes:
+        """JSON bytes of `value` (UTF-8); SerializationError naming the path when it cannot be stored."""
+        try:
+            if self._plain(value, 0):
+                return orjson.dumps(value)
+            return orjson.dumps(self._jsonable(value, 0))
+        except _Unencodable as exc:
+            raise SerializationError(tuple(reversed(exc.path)), exc.reason, exc.type_name) from None
+        except (TypeError, orjson.JSONEncodeError) as exc:  # e.g. a lone surrogate in a string
+            raise SerializationError((), str(exc)) from None
+
+    def encode_text(self, value: Any) -> str:
+        return self.encode(value).decode()
+
+    def encode_copy(self, value: Any) -> tuple[bytes, Any]:
+        """The JSON bytes of `value` and an independent copy of it (immutable scalars are their own copy)."""
+        t = type(value)
+        if (t is str or t is bool or value is None or (t is int and _INT_MIN <= value <= _INT_MAX)
+                or (t is float and math.isfinite(value))):
+            return orjson.dumps(value), value
+        raw = self.encode(value)
+        return raw, self.decode(raw)
+
+    def _plain(self, v: Any, depth: int) -> bool:
+        """Whether `v` is already plain JSON data that orjson writes exactly (the common, fast case)."""
+        t = type(v)
+        if t is dict:
+            if depth >= MAX_DEPTH:
+                return False
+            for k, item in v.items():
+                if type(k) is not str or k[:1] == "$":
+                    return False
+                ti = type(item)
+                if ti is str or ti is bool or item is None:
+                    continue
+                if ti is int:
+                    if _INT_MIN <= item <= _INT_MAX:
+                        continue
+                    return False
+                if ti is float:
+                    if math.isfinite(item):
+                        continue
+                    return False
+                if not self._plain(item, depth + 1):
+                    return False
+            return True
+        if t is list:
+            if depth >= MAX_DEPTH:
+                return False
+            for item in v:
+                ti = type(item)
+                if ti is str or ti is bool or item is None:
+                    continue
+                if ti is int:
+                    if _INT_MIN <= item <= _INT_MAX:
+                        continue
+                    return False
+                if ti is float:
+                    if math.isfinite(item):
+                        continue
+                    return False
+                if not self._plain(item, depth + 1):
+                    return False
+            return True
+        if t is str or t is bool or v is None:
+            return True
+        if t is int:
+            return _INT_MIN <= v <= _INT_MAX
+        if t is float:
+            return math.isfinite(v)
+        return False
+
+    def _jsonable(self, v: Any, depth: int) -> Any:
+        """`v` as plain JSON data; returns `v` itself when it already is (no copy on the hot path)."""
+        t = type(v)
+        if t is str or t is bool or v is None:
+            return v
+        if t is int:
+            return v if _INT_MIN <= v <= _INT_MAX else {"$bigint": str(v)}
+        if t is float:
+            if math.isfinite(v):
+                return v
+            if self.allow_nan:
+                return {"$float": repr(v)}
+            raise _Unencodable(f"{v!r} is not a finite number (open the store with allow_nan=True)", "float")
+        if depth >= MAX_DEPTH:
+            raise _Unencodable(f"nested deeper than {MAX_DEPTH} levels (or a reference cycle)", t.__name__)
+        depth += 1
+        if t is dict:
+            return self._dict(v, depth)
+        if t is list:
+            out = None
+            for i, item in enumerate(v):
+                try:
+                    enc = self._jsonable(item, depth)
+                except _Unencodable as exc:
+                    exc.path.append(i)
+                    raise
+                if out is not None:
+                    out.append(enc)
+                elif enc is not item:
+                    out = v[:i]
+                    out.append(enc)
+            return v if out is None else out
+        if t is tuple:
+            return {"$tuple": self._items(v, depth)}
+        if t is set or t is frozenset:
+            items = self._items(v, depth)
+            items.sort(key=orjson.dumps)  # a set has no order; a canonical one keeps diffs quiet
+            return {"$set" if t is set else "$frozenset": items}
+        return self._other(v, t, depth)
+
+    def _items(self, v: Iterable[Any], depth: int) -> list[Any]:
+        out = []
+        for i, item in enumerate(v):
+            try:
+                out.append(self._jsonable(item, depth))
+            except _Unencodable as exc:
+                exc.path.append(i)
+                raise
+        return out
+
+    def _dict(self, v: dict[Any, Any], depth: int) -> Any:
+        if all(type(k) is str and not k.startswith("$") for k in v):
+            out = None
+            for k, item in v.items():
+                try:
+                    enc = self._jsonable(item, depth)
+                except _Unencodable as exc:
+                    exc.path.append(k)
+                    raise
+                if out is not None:
+                    out[k] = enc
+                elif enc is not item:
+                    out = {}
+                    for k2, item2 in v.items():
+                        if k2 == k:
+                            break
+                        out[k2] = item2
+                    out[k] = enc
+            return v if out is None else out
+        pairs = []
+        for k, item in v.items():
+            try:
+                pairs.append([self._jsonable(k, depth), self._jsonable(item, depth)])
+            except _Unencodable as exc:
+                exc.path.append(k)
+                raise
+        return {"$dict": pairs}
+
+    def _other(self, v: Any, t: type, depth: int) -> Any:
+        if isinstance(v, enum.Enum):
+            self._remember(t)
+            try:
+                return {"$enum": [type_name(t), self._jsonable(v.value, depth)]}
+            except _Unencodable as exc:
+                exc.path.append("value")
+                raise
+        if t is dt.datetime:
+            tz = v.tzinfo
+            key = getattr(tz, "key", None)  # zoneinfo.ZoneInfo: keep the zone, not only the offset
+            return {"$datetime": [v.isoformat(), key]} if key else {"$datetime": v.isoformat()}
+        if t is dt.date:
+            return {"$date": v.isoformat()}
+        if t is dt.time:
+            return {"$time": v.isoformat()}
+        if t is dt.timedelta:
+            return {"$timedelta": [v.days, v.seconds, v.microseconds]}
+        if t is uuid.UUID:
+            return {"$uuid": str(v)}
+        if t is Decimal:
+            return {"$decimal": str(v)}
+        if t is bytes:
+            return {"$bytes": base64.b64encode(v).decode()}
+        if t is bytearray:
+            return {"$bytearray": base64.b64encode(v).decode()}
+        if _is_object_type(t):
+            self._remember(t)
+            fields = {}
+            for name in _field_names(t):
+                try:
+                    fields[name] = self._jsonable(getattr(v, name), depth)
+                except _Unencodable as exc:
+                    exc.path.append(name)
+                    raise
+            return {"$object": [type_name(t), fields]}
+        # Subclasses of the builtin containers and scalars (OrderedDict, defaultdict, namedtuple, str
+        # subclasses) are stored as their base type: their data survives, their class does not.
+        for base in (dict, list, tuple, str, int, float):
+            if isinstance(v, base):
+                return self._jsonable(base(v), depth - 1)
+        raise _Unencodable(f"values of type {t.__qualname__} cannot be stored", type_name(t))
+
+    def _remember(self, cls: type) -> None:
+        name = type_name(cls)
+        known = self._classes.get(name)
+        if known is None:
+            self._classes[name] = cls
+        elif known is not cls:
+            raise _Unencodable(f"two different classes are named {name}", name)
+
+    # -- decoding ---------------------------------------------------------------------------------
+
+    def decode(self, text: str | bytes) -> Any:
+        """The value stored as JSON `text`."""
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise SerializationError((), f"stored JSON is damaged: {exc}") from None
+        return self.untag(data) if _has_tags(text) else data
+
+    def decode_many(self, texts: list[str]) -> list[Any]:
+        """Decode many stored JSON texts with one parser call (replay hot path)."""
+        if not texts:
+            return []
+        joined = "[" + ",".join(texts) + "]"
+        with quiet_gc():
+            return self.decode(joined)
+
+    def untag(self, data: Any) -> Any:
+        """Turn tagged forms inside decoded JSON data back into Python values."""
+        t = type(data)
+        if t is list:
+            return [self.untag(x) for x in data]
+        if t is not dict:
+            return data
+        if len(data) == 1:
+            (key,) = data
+            if key.startswith("$"):
+                return self._from_tag(key, data[key])
+        return {k: self.untag(x) for k, x in data.items()}
+
+    def _from_tag(self, tag: str, body: Any) -> Any:
+        try:
+            if tag == "$tuple":
+                return tuple(self.untag(x) for x in body)
+            if tag == "$set":
+                return {self.untag(x) for x in body}
+            if tag == "$frozenset":
+                return frozenset(self.untag(x) for x in body)
+            if tag == "$dict":
+                return {self.untag(k): self.untag(v) for k, v in body}
+            if tag == "$datetime":
+                if type(body) is list:
+                    import zoneinfo
+
+                    return dt.datetime.fromisoformat(body[0]).replace(tzinfo=zoneinfo.ZoneInfo(body[1]))
+                return dt.datetime.fromisoformat(body)
+            if tag == "$date":
+                return dt.date.fromisoformat(body)
+            if tag == "$time":
+                return dt.time.fromisoformat(body)
+            if tag == "$timedelta":
+                return dt.timedelta(days=body[0], seconds=body[1], microseconds=body[2])
+            if tag == "$uuid":
+                return uuid.UUID(body)
+            if tag == "$decimal":
+                return Decimal(body)
+            if tag == "$bytes":
+                return base64.b64decode(body, validate=True)
+            if tag == "$bytearray":
+                return bytearray(base64.b64decode(body, validate=True))
+            if tag == "$bigint":
+                return int(body)
+            if tag == "$float":
+                return float(body)
+            if tag == "$enum":
+                name, raw = body
+                value = self.untag(raw)
+                cls = self._classes.get(name)
+                return cls(value) if cls is not None else value
+            if tag == "$object":
+                name, fields = body
+                fields = {k: self.untag(v) for k, v in fields.items()}
+                cls = self._classes.get(name)
+                return _build(cls, fields) if cls is not None else fields
+        except (TypeError, ValueError, KeyError, LookupError, ArithmeticError) as exc:
+            raise SerializationError((tag,), f"stored {tag} value is damaged: {exc}") from None
+        # An unknown tag is data, never code: keep it as the object it is.
+        return {tag: self.untag(body)}
+
+    # -- typed state ------------------------------------------------------------------------------
+
+    def structure(self, data: Any, as_type: Any) -> Any:
+        """Structure decoded data into the caller's type (dataclass, attrs class, or any cattrs type)."""
+        try:
+            return self.converter.structure(data, as_type)
+        except Exception as exc:  # cattrs raises ClassValidationError/TypeError/KeyError/...
+            detail = cattrs.transform_error(exc) if isinstance(exc, cattrs.BaseValidationError) else [str(exc)]
+            raise SerializationError((), f"cannot structure the state as {as_type!r}: {'; '.join(detail)}") from None
+
+    def copy(self, value: Any) -> Any:
+        """An independent deep copy, exact for every storable type."""
+        return self.decode(self.encode(value))
+
+
+def _has_tags(text: str | bytes) -> bool:
+    return (_TAG_MARK in text) if isinstance(text, str) else (b'{"$' in text)
+
+
+def _field_names(cls: type) -> list[str]:
+    if dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls)]
+    return [a.name for a in attrs.fields(cls)]
+
+
+def _build(cls: type, fields: dict[str, Any]) -> Any:
+    """Rebuild a registered dataclass/attrs instance from its stored fields."""
+    if issubclass(cls, enum.Enum):
+        raise TypeError(f"{cls!r} is an enum, not an object type")
+    if dataclasses.is_dataclass(cls):
+        init = {f.name: fields[f.name] for f in dataclasses.fields(cls) if f.init and f.name in fields}
+        late = {f.name: fields[f.name] for f in dataclasses.fields(cls) if not f.init and f.name in fields}
+    else:
+        init = {a.alias: fields[a.name] for a in attrs.fields(cls) if a.init and a.name in fields}
+        late = {a.name: fields[a.name] for a in attrs.fields(cls) if not a.init and a.name in fields}
+    obj = cls(**init)
+    for name, value in late.items():
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+def make_converter() -> cattrs.Converter:
+    """The project's cattrs converter: preconf orjson, tolerant of values the codec already decoded."""
+    conv = _make_orjson_converter()
+    for cls, parse in (
+        (dt.datetime, dt.datetime.fromisoformat),
+        (dt.date, dt.date.fromisoformat),
+        (uuid.UUID, uuid.UUID),
+        (Decimal, Decimal),
+        (bytes, base64.b85decode),
+    ):
+        conv.register_structure_hook(cls, _passthrough(cls, parse))
+
+    def object_hook_factory(cls: type) -> Any:
+        generated = cattrs.gen.make_dict_structure_fn(cls, conv)
+
+        def hook(value: Any, _type: Any) -> Any:
+            return value if isinstance(value, cls) else generated(value, _type)
+
+        return hook
+
+    conv.register_structure_hook_factory(_is_object_type, object_hook_factory)
+    return conv
+
+
+def _passthrough(cls: type, parse: Any) -> Any:
+    def hook(value: Any, _type: Any) -> Any:
+        return value if isinstance(value, cls) else parse(value)
+
+    return hook
+
+
+@contextmanager
+def quiet_gc() -> Iterator[None]:
+    """Pause the cyclic GC while decoding big payloads: JSON data has no cycles, and the collector
+    would otherwise rescan the growing heap many times during one large decode."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -1,0 +1,169 @@
+"""The package's errors: one root, and subclasses that carry the data of what went wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class EventCkptError(Exception):
+    """Root of every error eventckpt raises on purpose."""
+
+
+class CheckpointError(EventCkptError):
+    """A checkpoint lifecycle error (the name the orbiter API uses)."""
+
+
+class StreamNotFoundError(CheckpointError, LookupError):
+    """The named stream does not exist."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"stream {task_id!r} does not exist")
+
+
+class StreamExistsError(CheckpointError):
+    """A stream with this name already exists (fork into a fresh name)."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"stream {task_id!r} already exists")
+
+
+class StreamInUseError(CheckpointError):
+    """A stream cannot be deleted while forks depend on its history."""
+
+    def __init__(self, task_id: str, forks: list[str]) -> None:
+        self.task_id = task_id
+        self.forks = forks
+        super().__init__(
+            f"stream {task_id!r} has forks {forks!r} that share its history; "
+            "delete them first or pass forks=True"
+        )
+
+
+class VersionNotFoundError(CheckpointError, LookupError):
+    """The requested version does not exist in the stream (or was pruned)."""
+
+    def __init__(self, task_id: str, version: Any, head: int) -> None:
+        self.task_id = task_id
+        self.version = version
+        self.head = head
+        super().__init__(f"stream {task_id!r} has no version {version!r} (head is {head})")
+
+
+class ConflictError(CheckpointError):
+    """The stream's head moved since the caller read it (optimistic concurrency)."""
+
+    def __init__(self, task_id: str, expected: int, actual: int) -> None:
+        self.task_id = task_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"stream {task_id!r}: expected head version {expected}, but it is {actual}"
+        )
+
+
+class DuplicateCheckpointIdError(CheckpointError):
+    """A checkpoint id is already used in this stream's tree."""
+
+    def __init__(self, task_id: str, checkpoint_id: str) -> None:
+        self.task_id = task_id
+        self.checkpoint_id = checkpoint_id
+        super().__init__(f"checkpoint id {checkpoint_id!r} is already used in the tree of {task_id!r}")
+
+
+class InvalidArgumentError(CheckpointError, ValueError):
+    """An argument has the wrong type or value."""
+
+    def __init__(self, argument: str, value: Any, reason: str) -> None:
+        self.argument = argument
+        self.value = value
+        self.reason = reason
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        super().__init__(f"invalid {argument} {shown}: {reason}")
+
+
+class PathError(InvalidArgumentError):
+    """An operation's path does not fit the state (missing key, wrong container, bad index)."""
+
+    def __init__(self, path: tuple[Any, ...], reason: str) -> None:
+        super().__init__("path", path, reason)
+        self.path = path
+
+
+class SerializationError(CheckpointError, ValueError):
+    """A value cannot be stored (or stored data cannot be read back)."""
+
+    def __init__(self, path: tuple[Any, ...], reason: str, type_name: str | None = None) -> None:
+        self.path = path
+        self.reason = reason
+        self.type_name = type_name
+        where = "".join(f"[{p!r}]" for p in path) or "the value"
+        super().__init__(f"cannot serialize {where}: {reason}")
+
+
+class MigrationError(CheckpointError):
+    """A stored object's schema version cannot be migrated to the current one."""
+
+    def __init__(self, class_name: str, found: str, wanted: str, reason: str) -> None:
+        self.class_name = class_name
+        self.found = found
+        self.wanted = wanted
+        super().__init__(f"cannot migrate {class_name} state from version {found!r} to {wanted!r}: {reason}")
+
+
+class SchemaError(EventCkptError):
+    """The file is not a usable eventckpt store."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class ForeignFileError(SchemaError):
+    """The file is not an eventckpt store (another SQLite database, or not SQLite at all)."""
+
+
+class NewerSchemaError(SchemaError):
+    """The file was written by a newer eventckpt whose schema this version does not know."""
+
+    def __init__(self, path: str, found: int, supported: int) -> None:
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            path, f"schema version {found} is newer than this eventckpt supports ({supported}); upgrade eventckpt"
+        )
+
+
+class StorageError(EventCkptError):
+    """The storage engine failed (I/O, locking, corruption); the message names the cause."""
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class StoreBusyError(StorageError):
+    """Another process held the write lock for longer than the busy timeout."""
+
+
+class ReadOnlyStoreError(StorageError):
+    """The store was opened read-only, or its file cannot be written."""
+
+
+class StorageFullError(StorageError):
+    """The disk (or the file size limit) is full; nothing of the failed write was kept."""
+
+
+class CorruptStoreError(StorageError):
+    """The file's contents are damaged or disagree with the journal."""
+
+
+class StoreClosedError(EventCkptError):
+    """The store was closed."""
+
+    def __init__(self) -> None:
+        super().__init__("the store is closed")

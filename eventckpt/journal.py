@@ -1,0 +1,520 @@
+"""The journal: the only module that speaks SQL to the engine (with the files in schema/).
+
+Every connection is set up the same way (WAL, busy timeout, foreign keys, synchronous by durability);
+the schema is applied by a `user_version` ladder in one transaction; driver errors are translated into
+eventckpt's errors here and nowhere else. Caller strings only ever travel as bound parameters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, NoReturn
+
+import apsw
+
+from . import errors
+
+APPLICATION_ID = 0x45434B50  # "ECKP": marks the file as an eventckpt store
+DURABILITY = {"normal": "PRAGMA synchronous = NORMAL", "full": "PRAGMA synchronous = FULL"}
+_SCHEMA_FILE = re.compile(r"(\d{3})_[a-z0-9_]+\.sql\Z")
+
+
+# -- the schema ladder ----------------------------------------------------------------------------
+
+
+def _schema_dir() -> Any:
+    packaged = resources.files("eventckpt") / "schema"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "schema"  # a source checkout
+
+
+def schema_files() -> list[tuple[int, str, str]]:
+    """(number, name, sql) of every schema file, in ladder order; numbers are 1..N without gaps."""
+    found = []
+    for entry in _schema_dir().iterdir():
+        m = _SCHEMA_FILE.match(entry.name)
+        if m:
+            found.append((int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort()
+    if [n for n, _, _ in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"schema files are not numbered 1..N: {[name for _, name, _ in found]}")
+    return found
+
+
+SCHEMA_VERSION = len(schema_files())
+
+
+# -- rows -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRow:
+    id: int
+    name: str
+    parent_id: int | None
+    fork_version: int | None
+    root_id: int | None
+    created_at: str
+
+    @property
+    def tree_id(self) -> int:
+        return self.root_id if self.root_id is not None else self.id
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRow:
+    stream_id: int
+    version: int
+    created_at: str
+    name: str | None
+    auto: int
+    metadata: str | None
+    usage: str | None
+    event_count: int
+    event_bytes: int
+    checksum: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Versions lo..hi of a lineage, owned by one stream."""
+
+    stream_id: int
+    lo: int
+    hi: int
+
+
+EventRow = tuple[int, int, str, str, "str | None"]  # version, seq, op, path, value
+
+_STREAM_COLS = "id, name, parent_id, fork_version, root_id, created_at"
+_VERSION_COLS = "stream_id, version, created_at, name, auto, metadata, usage, event_count, event_bytes, checksum"
+_INSERT_STREAM = (
+    "INSERT INTO streams (name, parent_id, fork_version, root_id, created_at) VALUES (?, ?, ?, ?, ?)"
+    " RETURNING " + _STREAM_COLS
+)
+_INSERT_VERSION = "INSERT INTO versions (" + _VERSION_COLS + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+# -- error translation (the one boundary) ---------------------------------------------------------
+
+
+def translate(exc: apsw.Error, where: str) -> errors.EventCkptError:
+    """The eventckpt error for a driver error."""
+    msg = f"{where}: {exc}"
+    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        return errors.StoreBusyError(
+            f"{where}: another connection kept the store busy past the busy timeout", code="busy"
+        )
+    if isinstance(exc, apsw.ReadOnlyError):
+        return errors.ReadOnlyStoreError(f"{where}: the store is read-only ({exc})", code="readonly")
+    if isinstance(exc, apsw.FullError):
+        return errors.StorageFullError(f"{where}: the disk is full ({exc})", code="full")
+    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return errors.CorruptStoreError(f"{where}: the file is damaged ({exc})", code="corrupt")
+    if isinstance(exc, apsw.CantOpenError):
+        return errors.StorageError(f"{where}: cannot open the file ({exc})", code="cantopen")
+    if isinstance(exc, apsw.IOError):
+        return errors.StorageError(f"{where}: I/O error ({exc})", code="ioerr")
+    return errors.StorageError(msg, code=type(exc).__name__)
+
+
+# -- opening --------------------------------------------------------------------------------------
+
+
+def connect(path: str, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False) -> Journal:
+    """Open (creating when allowed) an eventckpt file. A foreign or newer file is refused untouched."""
+    memory = path == ":memory:"
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    try:
+        conn = apsw.Connection(path, flags=flags)
+    except apsw.Error as exc:
+        raise translate(exc, f"opening {path}") from None
+    try:
+        conn.set_busy_timeout(int(timeout * 1000))
+        app_id, user_version, fresh = _identity(conn, path)
+        if readonly and (fresh or user_version < SCHEMA_VERSION):
+            raise errors.SchemaError(path, "a read-only store must already hold the current schema")
+        if not readonly:
+            if fresh:
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # must precede WAL and the first table
+            if not memory:
+                conn.execute("PRAGMA journal_mode = WAL").fetchall()
+        conn.execute(DURABILITY[durability])
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA cache_size = -32768")  # 32 MiB: restores of long streams stay in memory
+        conn.execute("PRAGMA temp_store = MEMORY")
+        journal = Journal(conn, path)
+        if not readonly and user_version < SCHEMA_VERSION:
+            journal.migrate()
+        return journal
+    except apsw.Error as exc:
+        conn.close()
+        raise translate(exc, f"opening {path}") from None
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _identity(conn: apsw.Connection, path: str) -> tuple[int, int, bool]:
+    """(application_id, user_version, fresh) of the file; refuses foreign and newer files."""
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchall()[0][0]
+        user_version = conn.execute("PRAGMA user_version").fetchall()[0][0]
+        objects = conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0]
+    except apsw.NotADBError:
+        raise errors.ForeignFileError(path, "not a SQLite database (or an encrypted one)") from None
+    except apsw.CorruptError as exc:
+        raise errors.CorruptStoreError(f"{path}: the file is damaged ({exc})", code="corrupt") from None
+    if app_id != APPLICATION_ID and (app_id != 0 or objects):
+        raise errors.ForeignFileError(path, "a SQLite database that is not an eventckpt store")
+    if user_version > SCHEMA_VERSION:
+        raise errors.NewerSchemaError(path, user_version, SCHEMA_VERSION)
+    return app_id, user_version, objects == 0 and app_id == 0
+
+
+class Journal:
+    """SQL access to one eventckpt file. Not thread-safe by itself: the Store serializes callers."""
+
+    def __init__(self, conn: apsw.Connection, path: str) -> None:
+        self.conn = conn
+        self.path = path
+        self._depth = 0
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _fail(self, exc: apsw.Error, sql: str) -> NoReturn:
+        raise translate(exc, self.path) from None
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except apsw.Error as exc:
+            self._fail(exc, sql)
+
+    def _one(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        rows = self._rows(sql, args)
+        return rows[0] if rows else None
+
+    def _run(self, sql: str, args: Sequence[Any] = ()) -> None:
+        try:
+            self.conn.execute(sql, args)
+        except apsw.Error as exc:
+            self._fail(exc, sql)
+
+    def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        try:
+            self.conn.executemany(sql, rows)
+        except apsw.Error as exc:
+            self._fail(exc, sql)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
+
+    def begin(self) -> None:
+        """Start a write transaction: BEGIN IMMEDIATE takes the write lock (waiting up to the busy timeout),
+        so nothing read inside it can change before COMMIT."""
+        if self._depth:
+            raise RuntimeError("write transactions do not nest")
+        self._run("BEGIN IMMEDIATE")
+        self._depth = 1
+
+    def commit(self) -> None:
+        try:
+            self.conn.execute("COMMIT")
+        except apsw.Error as exc:
+            self.rollback()
+            self._fail(exc, "COMMIT")
+        self._depth = 0
+
+    def rollback(self) -> None:
+        self._depth = 0
+        self._rollback()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One write transaction: committed on a clean exit, rolled back on an exception."""
+        self.begin()
+        try:
+            yield
+        except BaseException:
+            self.rollback()
+            raise
+        self.commit()
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A consistent read snapshot across several queries (joins an open transaction)."""
+        if self._depth:
+            yield
+            return
+        self._run("BEGIN")
+        self._depth = 1
+        try:
+            yield
+        finally:
+            self._depth = 0
+            self._rollback()  # a read transaction has nothing to commit
+
+    def _rollback(self) -> None:
+        if not self.conn.get_autocommit():
+            try:
+                self.conn.execute("ROLLBACK")
+            except apsw.Error:
+                pass  # SQLite already rolled back (e.g. after SQLITE_FULL)
+
+    def migrate(self) -> None:
+        """Apply the schema files above the file's user_version, all in one transaction."""
+        with self.write():
+            current = self._one("PRAGMA user_version")[0]  # re-read: another process may have migrated
+            if current >= SCHEMA_VERSION:
+                return
+            for number, name, sql in schema_files():
+                if number > current:
+                    try:
+                        self.conn.execute(sql)
+                    except apsw.Error as exc:
+                        raise errors.SchemaError(self.path, f"applying {name} failed: {exc}") from None
+            self._run(f"PRAGMA application_id = {APPLICATION_ID:d}")
+            self._run(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except apsw.Error as exc:
+            raise translate(exc, self.path) from None
+
+    def schema_version(self) -> int:
+        return self._one("PRAGMA user_version")[0]
+
+    # -- streams ----------------------------------------------------------------------------------
+
+    def stream(self, name: str) -> StreamRow | None:
+        row = self._one(f"SELECT {_STREAM_COLS} FROM streams WHERE name = ?", (name,))
+        return StreamRow(*row) if row else None
+
+    def stream_and_head(self, name: str) -> tuple[StreamRow, int] | None:
+        """The stream and its head version (its fork version while it has none of its own)."""
+        row = self._one(
+            f"SELECT {_STREAM_COLS}, coalesce((SELECT max(version) FROM versions WHERE stream_id = streams.id),"
+            " fork_version, 0) FROM streams WHERE name = ?",
+            (name,),
+        )
+        return (StreamRow(*row[:6]), row[6]) if row else None
+
+    def stream_names(self) -> list[str]:
+        return [r[0] for r in self._rows("SELECT name FROM streams ORDER BY id")]
+
+    def children(self, stream_id: int) -> list[StreamRow]:
+        return [StreamRow(*r) for r in self._rows(f"SELECT {_STREAM_COLS} FROM streams WHERE parent_id = ?", (stream_id,))]
+
+    def lineage(self, stream_id: int) -> list[StreamRow]:
+        """The stream and its ancestors, root first."""
+        rows = self._rows(
+            f"""WITH RECURSIVE chain({_STREAM_COLS}, depth) AS (
+                  SELECT {_STREAM_COLS}, 0 FROM streams WHERE id = ?
+                  UNION ALL
+                  SELECT s.id, s.name, s.parent_id, s.fork_version, s.root_id, s.created_at, c.depth + 1
+                  FROM streams AS s JOIN chain AS c ON s.id = c.parent_id)
+                SELECT {_STREAM_COLS} FROM chain ORDER BY depth DESC""",
+            (stream_id,),
+        )
+        return [StreamRow(*r) for r in rows]
+
+    def create_stream(self, name: str, created_at: str, parent: StreamRow | None = None, fork_version: int | None = None) -> StreamRow:
+        try:
+            row = self.conn.execute(
+                _INSERT_STREAM,
+                (name, parent.id if parent else None, fork_version, parent.tree_id if parent else None, created_at),
+            ).fetchall()[0]
+        except apsw.ConstraintError:
+            raise errors.StreamExistsError(name) from None
+        except apsw.Error as exc:
+            self._fail(exc, "INSERT INTO streams")
+        return StreamRow(*row)
+
+    def delete_stream(self, stream_id: int) -> None:
+        for table in ("checkpoint_ids", "snapshots", "events", "versions"):
+            self._run(f"DELETE FROM {table} WHERE stream_id = ?", (stream_id,))
+        self._run("DELETE FROM streams WHERE id = ?", (stream_id,))
+
+    def reclaim(self, pages: int | None = None) -> None:
+        """Give free pages back to the file system (incremental vacuum)."""
+        self._rows("PRAGMA incremental_vacuum" + (f"({int(pages)})" if pages else ""))
+
+    # -- versions ---------------------------------------------------------------------------------
+
+    def version_row(self, stream_id: int, version: int) -> VersionRow | None:
+        row = self._one(f"SELECT {_VERSION_COLS} FROM versions WHERE stream_id = ? AND version = ?", (stream_id, version))
+        return VersionRow(*row) if row else None
+
+    def version_rows(self, segments: Sequence[Segment]) -> list[VersionRow]:
+        out: list[VersionRow] = []
+        for seg in segments:
+            rows = self._rows(
+                f"SELECT {_VERSION_COLS} FROM versions WHERE stream_id = ? AND version BETWEEN ? AND ? ORDER BY version",
+                (seg.stream_id, seg.lo, seg.hi),
+            )
+            out.extend(VersionRow(*r) for r in rows)
+        return out
+
+    def version_numbers(self, segments: Sequence[Segment]) -> list[int]:
+        out: list[int] = []
+        for seg in segments:
+            out.extend(
+                r[0]
+                for r in self._rows(
+                    "SELECT version FROM versions WHERE stream_id = ? AND version BETWEEN ? AND ? ORDER BY version",
+                    (seg.stream_id, seg.lo, seg.hi),
+                )
+            )
+        return out
+
+    def count_versions(self, segments: Sequence[Segment]) -> int:
+        return sum(
+            self._one(
+                "SELECT count(*) FROM versions WHERE stream_id = ? AND version BETWEEN ? AND ?",
+                (seg.stream_id, seg.lo, seg.hi),
+            )[0]
+            for seg in segments
+        )
+
+    def insert_version(self, row: VersionRow) -> None:
+        try:
+            self.conn.execute(
+                _INSERT_VERSION,
+                (
+                    row.stream_id, row.version, row.created_at, row.name, row.auto,
+                    row.metadata, row.usage, row.event_count, row.event_bytes, row.checksum,
+                ),
+            )
+        except apsw.ConstraintError:
+            raise _VersionTaken() from None
+        except apsw.Error as exc:
+            self._fail(exc, "INSERT INTO versions")
+
+    def insert_events(self, stream_id: int, version: int, rows: Sequence[tuple[str, str, bytes | None]]) -> None:
+        """Insert a version's events; values are JSON as UTF-8 bytes (stored as TEXT, never as BLOB)."""
+        self._many(
+            "INSERT INTO events (stream_id, version, seq, op, path, value) VALUES (?, ?, ?, ?, ?, ?)",
+            [(stream_id, version, seq, op, path, value.decode() if value is not None else None)
+             for seq, (op, path, value) in enumerate(rows)],
+        )
+
+    # -- snapshots --------------------------------------------------------------------------------
+
+    def insert_snapshot(self, stream_id: int, version: int, state: str, manifest: str) -> None:
+        self._run(
+            "INSERT OR REPLACE INTO snapshots (stream_id, version, state, manifest) VALUES (?, ?, ?, ?)",
+            (stream_id, version, state, manifest),
+        )
+
+    def latest_snapshot(self, segments: Sequence[Segment]) -> tuple[int, str, str] | None:
+        """(version, state, manifest) of the newest snapshot within the segments."""
+        for seg in reversed(segments):
+            row = self._one(
+                "SELECT version, state, manifest FROM snapshots WHERE stream_id = ? AND version BETWEEN ? AND ?"
+                " ORDER BY version DESC LIMIT 1",
+                (seg.stream_id, seg.lo, seg.hi),
+            )
+            if row:
+                return row
+        return None
+
+    def snapshot_value(self, stream_id: int, version: int, path: str) -> str | None:
+        """The JSON text of one key written in full by a snapshot."""
+        row = self._one("SELECT state -> ? FROM snapshots WHERE stream_id = ? AND version = ?", (path, stream_id, version))
+        return row[0] if row else None
+
+    # -- events -----------------------------------------------------------------------------------
+
+    def tail(self, segments: Sequence[Segment], after: int) -> list[EventRow]:
+        """Every event of the lineage with version > after, in order."""
+        out: list[EventRow] = []
+        for seg in segments:
+            if seg.hi <= after:
+                continue
+            out.extend(
+                self._rows(
+                    "SELECT version, seq, op, path, value FROM events"
+                    " WHERE stream_id = ? AND version > ? AND version <= ? ORDER BY version, seq",
+                    (seg.stream_id, max(after, seg.lo - 1), seg.hi),
+                )
+            )
+        return out
+
+    def key_events(self, segments: Sequence[Segment], path: str, children: Iterable[tuple[str, str]], after: int) -> list[EventRow]:
+        """Every event at `path` or below it with version > after, in order (uses events_by_path)."""
+        out: list[EventRow] = []
+        for seg in segments:
+            if seg.hi <= after:
+                continue
+            lo = max(after + 1, seg.lo)
+            rows = self._rows(
+                "SELECT version, seq, op, path, value FROM events INDEXED BY events_by_path"
+                " WHERE stream_id = ? AND path = ? AND version BETWEEN ? AND ? ORDER BY version, seq",
+                (seg.stream_id, path, lo, seg.hi),
+            )
+            below: list[EventRow] = []
+            for start, stop in children:
+                below.extend(
+                    self._rows(
+                        "SELECT version, seq, op, path, value FROM events INDEXED BY events_by_path"
+                        " WHERE stream_id = ? AND path >= ? AND path < ? AND version BETWEEN ? AND ?",
+                        (seg.stream_id, start, stop, lo, seg.hi),
+                    )
+                )
+            if below:
+                rows.extend(below)
+                rows.sort(key=lambda r: (r[0], r[1]))
+            out.extend(rows)
+        return out
+
+    # -- checkpoint ids ---------------------------------------------------------------------------
+
+    def insert_checkpoint_id(self, tree_id: int, checkpoint_id: str, stream_id: int, version: int) -> None:
+        try:
+            self.conn.execute(
+                "INSERT INTO checkpoint_ids (tree_id, checkpoint_id, stream_id, version) VALUES (?, ?, ?, ?)",
+                (tree_id, checkpoint_id, stream_id, version),
+            )
+        except apsw.ConstraintError:
+            raise _CheckpointIdTaken() from None
+        except apsw.Error as exc:
+            self._fail(exc, "INSERT INTO checkpoint_ids")
+
+    def find_checkpoint_id(self, tree_id: int, checkpoint_id: str) -> tuple[int, int] | None:
+        return self._one(
+            "SELECT stream_id, version FROM checkpoint_ids WHERE tree_id = ? AND checkpoint_id = ?",
+            (tree_id, checkpoint_id),
+        )
+
+    def checkpoint_id_of(self, stream_id: int, version: int) -> str | None:
+        row = self._one("SELECT checkpoint_id FROM checkpoint_ids WHERE stream_id = ? AND version = ?", (stream_id, version))
+        return row[0] if row else None
+
+
+class _VersionTaken(Exception):
+    """Internal: another writer created this version first (the primary key refused ours)."""
+
+
+class _CheckpointIdTaken(Exception):
+    """Internal: the checkpoint id is already used in the tree."""
+
+
+def segments_for(chain: Sequence[StreamRow], upto: int) -> list[Segment]:
+    """The lineage of the last stream in `chain` (root first) as segments, clipped to versions <= upto."""
+    out = []
+    for i, row in enumerate(chain):
+        lo = (row.fork_version or 0) + 1
+        hi = chain[i + 1].fork_version if i + 1 < len(chain) else upto
+        hi = min(hi if hi is not None else upto, upto)
+        if lo <= hi:
+            out.append(Segment(row.id, lo, hi))
+    return out

@@ -1,0 +1,228 @@
+"""Pure functions over states: the events between two states, and folding events onto a state. No SQL.
+
+An event is `(op, path, value)`:
+  set       path value   the dict key or list item at path becomes value
+  delete    path         the dict key is removed, or the list item is removed (later items shift)
+  append    path value   value is appended to the list at path (created when the key is missing)
+  extend    path values  values are appended in order (created when the key is missing)
+  incr      path n       the number at path grows by n (created as n when the key is missing)
+  truncate  path n       the list at path keeps its first n items
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .errors import PathError
+from .paths import Path, addressable
+
+SET, DELETE, APPEND, EXTEND, INCR, TRUNCATE = "set", "delete", "append", "extend", "incr", "truncate"
+OPS = (SET, DELETE, APPEND, EXTEND, INCR, TRUNCATE)
+_MISSING: Any = object()
+
+# Beyond these, rewriting the whole list is smaller than describing the edit.
+_MAX_FRONT_DROP = 64
+_MAX_ITEM_EDITS = 64
+
+
+class Event(NamedTuple):
+    op: str
+    path: Path
+    value: Any = None
+
+
+# -- diff -----------------------------------------------------------------------------------------
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal and of the same types (1, 1.0 and True are different values to a checkpoint).
+
+    Dicts are compared key by key with exact types all the way down. Lists are compared with `==` plus
+    the exact type of each item, at C speed: a long conversation stays cheap to diff, at the price that
+    a change of type alone deep inside a list item (messages[3]["n"]: 1 -> 1.0) is not seen.
+    """
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is dict:
+        if len(a) != len(b):
+            return False
+        for key, value in a.items():
+            other = b.get(key, _MISSING)
+            if other is _MISSING or not same(value, other):
+                return False
+        return True
+    if t is list or t is tuple:
+        return len(a) == len(b) and a == b and list(map(type, a)) == list(map(type, b))
+    if a == b:
+        return True
+    return t is float and a != a and b != b  # NaN (when allowed) is unchanged NaN
+
+
+def diff(old: dict[str, Any], new: dict[str, Any]) -> list[Event]:
+    """The events that turn state `old` into state `new`; unchanged keys cost nothing.
+
+    Values in the events are `new`'s own objects: callers encode them before anything else can
+    mutate them.
+    """
+    out: list[Event] = []
+    for key in old:
+        if key not in new:
+            out.append(Event(DELETE, (key,)))
+    for key, value in new.items():
+        prev = old.get(key, _MISSING)
+        if prev is _MISSING:
+            out.append(Event(SET, (key,), value))
+        else:
+            _diff_value(prev, value, (key,), out)
+    return out
+
+
+def _recursable(d: dict[Any, Any]) -> bool:
+    """A dict whose keys can all appear in stored paths (otherwise it is stored as one value)."""
+    return all(type(k) is str and not k.startswith("$") and addressable(k) for k in d)
+
+
+def _diff_value(old: Any, new: Any, path: Path, out: list[Event]) -> None:
+    if same(old, new):
+        return
+    t = type(new)
+    if t is dict and type(old) is dict and _recursable(old) and _recursable(new):
+        for key in old:
+            if key not in new:
+                out.append(Event(DELETE, path + (key,)))
+        for key, value in new.items():
+            prev = old.get(key, _MISSING)
+            if prev is _MISSING:
+                out.append(Event(SET, path + (key,), value))
+            else:
+                _diff_value(prev, value, path + (key,), out)
+    elif t is list and type(old) is list:
+        _diff_list(old, new, path, out)
+    else:
+        out.append(Event(SET, path, new))
+
+
+def _diff_list(old: list[Any], new: list[Any], path: Path, out: list[Event]) -> None:
+    lo, ln = len(old), len(new)
+    if ln > lo and new[:lo] == old and _same_items(old, new):
+        _grow(new[lo:], path, out)
+        return
+    if ln < lo and old[:ln] == new and _same_items(new, old):
+        out.append(Event(TRUNCATE, path, ln))
+        return
+    if ln and lo:
+        # A window that dropped items at the front (and maybe grew at the end).
+        try:
+            k = old.index(new[0], 1, _MAX_FRONT_DROP + 1)
+        except ValueError:
+            k = 0
+        if k and old[k:] == new[: lo - k] and _same_items(old[k:], new):
+            out.extend(Event(DELETE, path + (0,)) for _ in range(k))
+            _grow(new[lo - k :], path, out)
+            return
+    if lo == ln:
+        changed = [i for i in range(ln) if not same(old[i], new[i])]
+        if len(changed) <= _MAX_ITEM_EDITS:
+            for i in changed:
+                _diff_value(old[i], new[i], path + (i,), out)
+            return
+    out.append(Event(SET, path, new))
+
+
+def _same_items(short: list[Any], long: list[Any]) -> bool:
+    """Item types match pairwise over the shorter list (== already held; 1 == 1.0 == True)."""
+    return list(map(type, short)) == list(map(type, long[: len(short)]))
+
+
+def _grow(items: list[Any], path: Path, out: list[Event]) -> None:
+    if len(items) == 1:
+        out.append(Event(APPEND, path, items[0]))
+    elif items:
+        out.append(Event(EXTEND, path, items))
+
+
+# -- fold -----------------------------------------------------------------------------------------
+
+
+def resolve(state: dict[str, Any], op: str, path: Path) -> Path:
+    """Check that `op` fits `state` at `path` and return the path with negative indices made absolute.
+
+    Raises PathError naming what does not fit; never changes `state`.
+    """
+    if len(path) <= 2:  # a top-level key or a key inside a top-level dict: the common cases
+        parent = state if len(path) == 1 else state.get(path[0])
+        key = path[-1]
+        if type(parent) is dict and type(key) is str:
+            if key not in parent:
+                if op in (SET, APPEND, EXTEND, INCR):
+                    return path
+            elif op == SET or op == DELETE:
+                return path
+            else:
+                t = type(parent[key])
+                if t is list if op in (APPEND, EXTEND, TRUNCATE) else (op == INCR and (t is int or t is float)):
+                    return path
+    parent = state
+    out: list[Any] = []
+    for depth, key in enumerate(path):
+        last = depth == len(path) - 1
+        if type(parent) is dict:
+            if type(key) is not str:
+                raise PathError(path, f"{_show(out)} is a dict; its keys are strings, not {key!r}")
+            if key not in parent:
+                if last and op in (SET, APPEND, EXTEND, INCR):
+                    out.append(key)
+                    return tuple(out)
+                raise PathError(path, f"{_show(out + [key])} does not exist")
+        elif type(parent) is list:
+            if type(key) is not int:
+                raise PathError(path, f"{_show(out)} is a list; index it with an int, not {key!r}")
+            if key < 0:
+                key += len(parent)
+            if not 0 <= key < len(parent):
+                raise PathError(path, f"index {key} is out of range for {_show(out)} (length {len(parent)})")
+        else:
+            raise PathError(path, f"{_show(out)} is a {type(parent).__name__}, not a dict or list")
+        out.append(key)
+        parent = parent[key]
+    target = parent
+    if op in (APPEND, EXTEND, TRUNCATE) and type(target) is not list:
+        raise PathError(path, f"{op} needs a list at {_show(out)}, found {type(target).__name__}")
+    if op == INCR and (type(target) not in (int, float)):
+        raise PathError(path, f"incr needs a number at {_show(out)}, found {type(target).__name__}")
+    return tuple(out)
+
+
+def _show(path: list[Any]) -> str:
+    return "the state" if not path else "".join(f"[{p!r}]" for p in path)
+
+
+def apply(state: dict[str, Any], op: str, path: Path, value: Any) -> None:
+    """Fold one event onto `state` in place. Values are used as given: pass copies you own."""
+    parent: Any = state
+    for key in path[:-1]:
+        parent = parent[key]
+    key = path[-1]
+    if op == SET:
+        parent[key] = value
+    elif op == APPEND:
+        if type(parent) is dict and key not in parent:
+            parent[key] = [value]
+        else:
+            parent[key].append(value)
+    elif op == EXTEND:
+        if type(parent) is dict and key not in parent:
+            parent[key] = list(value)
+        else:
+            parent[key].extend(value)
+    elif op == DELETE:
+        del parent[key]
+    elif op == INCR:
+        parent[key] = (parent.get(key, 0) if type(parent) is dict else parent[key]) + value
+    elif op == TRUNCATE:
+        del parent[key][value:]
+    else:
+        raise ValueError(f"unknown op {op!r}")

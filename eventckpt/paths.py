@@ -1,0 +1,134 @@
+"""Paths into a state: Python tuples of keys and list indices <-> SQLite JSON path text.
+
+The text form is what the journal stores, so `json_extract(state, path)` works in the stock sqlite3 CLI
+(3.40 and later). Simple keys are written bare (`$.messages`), other keys quoted (`$."a.b"`), list indices
+in brackets (`$.messages[3]`). SQLite's path syntax has no escapes, so a key holding a double quote, a
+backslash or a control character cannot be addressed: such a dict is stored as one value by its parent.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Union
+
+from .errors import PathError
+
+Key = Union[str, int]
+Path = tuple[Key, ...]
+
+_BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_UNADDRESSABLE = re.compile(r'["\\\x00-\x1f\x7f]')
+_TEXT_CACHE: dict[Path, str] = {}
+_PATH_CACHE: dict[str, Path] = {}
+_CACHE_LIMIT = 50_000
+
+
+def addressable(key: str) -> bool:
+    """Whether a dict key can appear in a stored path."""
+    return _UNADDRESSABLE.search(key) is None
+
+
+def to_text(path: Path) -> str:
+    """The SQLite JSON path of `path` (cached; paths repeat across versions)."""
+    text = _TEXT_CACHE.get(path)
+    if text is not None:
+        return text
+    parts = ["$"]
+    for key in path:
+        if type(key) is int:
+            if key < 0:
+                raise PathError(path, "list indices in stored paths are never negative")
+            parts.append(f"[{key}]")
+        elif type(key) is str:
+            if _BARE.match(key):
+                parts.append("." + key)
+            elif addressable(key):
+                parts.append(f'."{key}"')
+            else:
+                raise PathError(path, f"key {key!r} holds a quote, backslash or control character")
+        else:
+            raise PathError(path, f"a path holds str keys and int indices, not {type(key).__name__}")
+    text = "".join(parts)
+    if len(_TEXT_CACHE) > _CACHE_LIMIT:
+        _TEXT_CACHE.clear()
+    _TEXT_CACHE[path] = text
+    return text
+
+
+def from_text(text: str) -> Path:
+    """Parse a stored path back into a tuple (the inverse of `to_text`)."""
+    path = _PATH_CACHE.get(text)
+    if path is not None:
+        return path
+    if not text.startswith("$"):
+        raise PathError((text,), "a stored path starts with '$'")
+    out: list[Key] = []
+    i, n = 1, len(text)
+    while i < n:
+        c = text[i]
+        if c == "[":
+            end = text.index("]", i)
+            out.append(int(text[i + 1 : end]))
+            i = end + 1
+        elif c == "." and i + 1 < n and text[i + 1] == '"':
+            end = text.index('"', i + 2)
+            out.append(text[i + 2 : end])
+            i = end + 1
+        elif c == ".":
+            end = i + 1
+            while end < n and text[end] not in ".[":
+                end += 1
+            out.append(text[i + 1 : end])
+            i = end
+        else:
+            raise PathError((text,), f"unexpected {c!r} at offset {i}")
+    path = tuple(out)
+    if len(_PATH_CACHE) > _CACHE_LIMIT:
+        _PATH_CACHE.clear()
+    _PATH_CACHE[text] = path
+    return path
+
+
+_NORMALIZED: dict[str, Path] = {}
+
+
+def normalize(path: object) -> Path:
+    """Accept a top-level key or a tuple/list of keys and indices from a caller; validate its shape."""
+    if type(path) is str:  # top-level keys repeat every step; tuples are not cached (("a", True) == ("a", 1))
+        hit = _NORMALIZED.get(path)
+        if hit is None:
+            hit = _normalize(path)
+            if len(_NORMALIZED) > _CACHE_LIMIT:
+                _NORMALIZED.clear()
+            _NORMALIZED[path] = hit
+        return hit
+    return _normalize(path)
+
+
+def _normalize(path: object) -> Path:
+    if isinstance(path, str):
+        parts: tuple[object, ...] = (path,)
+    elif isinstance(path, (tuple, list)):
+        parts = tuple(path)
+    else:
+        raise PathError((path,), "a path is a key (str) or a tuple of keys and list indices")
+    if not parts:
+        raise PathError((), "a path names at least a top-level key")
+    if type(parts[0]) is not str:
+        raise PathError(parts, "a path starts with a top-level key (str)")
+    for key in parts:
+        if type(key) is str:
+            if not addressable(key):
+                raise PathError(parts, f"key {key!r} holds a quote, backslash or control character")
+        elif type(key) is not int:
+            raise PathError(parts, f"a path holds str keys and int indices, not {type(key).__name__}")
+    return parts  # type: ignore[return-value]
+
+
+def child_ranges(text: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """Half-open text ranges holding every stored path strictly below `text` ('[' and '.' children).
+
+    '.' and '[' are followed in ASCII by '/' and '\\', so `[text + '.', text + '/')` holds exactly the
+    paths that continue with a key, and `[text + '[', text + '\\')` those that continue with an index.
+    """
+    return (text + ".", text + "/"), (text + "[", text + "\\")

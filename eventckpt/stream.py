@@ -1,0 +1,439 @@
+"""CheckpointStore: one stream's versions — save, transaction, time travel, fork, rollback."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import orjson
+
+from . import ops
+from .checkpoint import Checkpoint, ForkOrigin, format_time, now, parse_time, utc_now
+from .errors import (
+    ConflictError,
+    DuplicateCheckpointIdError,
+    InvalidArgumentError,
+    SerializationError,
+    StreamNotFoundError,
+    VersionNotFoundError,
+)
+from .integrity import version_checksum
+from .journal import StreamRow, VersionRow, _CheckpointIdTaken, _VersionTaken, segments_for
+from .paths import addressable, to_text
+from .transaction import Recorded, Transaction, check_number
+
+if TYPE_CHECKING:
+    from .store import Head, Store
+
+MAX_NAME = 1024
+
+
+def check_task_id(task_id: Any) -> str:
+    if type(task_id) is not str or not task_id:
+        raise InvalidArgumentError("task_id", task_id, "must be a non-empty string")
+    if len(task_id) > MAX_NAME or "\x00" in task_id:
+        raise InvalidArgumentError("task_id", task_id, f"must be at most {MAX_NAME} characters without NUL")
+    return task_id
+
+
+def _check_version(name: str, value: Any) -> int:
+    if type(value) is not int:
+        raise InvalidArgumentError(name, value, "must be an int")
+    return value
+
+
+def _state_dict(values: Any) -> dict[str, Any]:
+    """The caller's state as a dict of top-level keys (a mapping, or a dataclass/attrs instance's fields)."""
+    if isinstance(values, Mapping):
+        state = dict(values)
+    elif dataclasses.is_dataclass(values) and not isinstance(values, type):
+        state = {f.name: getattr(values, f.name) for f in dataclasses.fields(values)}
+    elif attrs.has(type(values)):
+        state = {a.name: getattr(values, a.name) for a in attrs.fields(type(values))}
+    else:
+        raise InvalidArgumentError("values", values, "a state is a mapping of str keys (or a dataclass/attrs instance)")
+    for key in state:
+        if type(key) is not str or not addressable(key):
+            raise InvalidArgumentError(
+                "values", values, f"top-level key {key!r} must be a str without quotes, backslashes or control characters"
+            )
+    return state
+
+
+class CheckpointStore:
+    """The versions of one stream (task, session, thread) in a store. Cheap to create; holds no state."""
+
+    def __init__(self, store: Store, task_id: str) -> None:
+        self.store = store
+        self.task_id = check_task_id(task_id)
+
+    def __repr__(self) -> str:
+        return f"CheckpointStore(task_id={self.task_id!r}, checkpoints={len(self)})"
+
+    def __len__(self) -> int:
+        with self.store._guard() as journal:
+            found = journal.stream_and_head(self.task_id)
+            if found is None:
+                return 0
+            row, head = found
+            return journal.count_versions(segments_for(self.store._chain(row), head))
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """The head version (0 when the stream has no versions)."""
+        with self.store._guard() as journal:
+            found = journal.stream_and_head(self.task_id)
+            return found[1] if found else 0
+
+    @property
+    def latest(self) -> Checkpoint | None:
+        """The head checkpoint, or None when the stream is empty."""
+        with self.store._guard() as journal:
+            found = journal.stream_and_head(self.task_id)
+            if found is None or found[1] == 0:
+                return None
+            return self._checkpoint_at(found[0], found[1], None)
+
+    @property
+    def parent(self) -> ForkOrigin | None:
+        """Where this stream forked from (None for a stream that is not a fork)."""
+        with self.store._guard() as journal:
+            row = journal.stream(self.task_id)
+            return self._origin(row) if row else None
+
+    def exists(self) -> bool:
+        with self.store._guard() as journal:
+            return journal.stream(self.task_id) is not None
+
+    def get(self, version: int, *, as_type: Any = None) -> Checkpoint:
+        """The checkpoint at `version` (1-based); VersionNotFoundError when there is none."""
+        _check_version("version", version)
+        with self.store._guard() as journal:
+            found = journal.stream_and_head(self.task_id)
+            head = found[1] if found else 0
+            if found is None or not 1 <= version <= head:
+                raise VersionNotFoundError(self.task_id, version, head)
+            return self._checkpoint_at(found[0], version, as_type)
+
+    def find(self, checkpoint_id: str, *, as_type: Any = None) -> Checkpoint | None:
+        """The checkpoint saved with `checkpoint_id` anywhere in this stream's tree, or None."""
+        if type(checkpoint_id) is not str:
+            raise InvalidArgumentError("checkpoint_id", checkpoint_id, "must be a str")
+        with self.store._guard() as journal:
+            row = journal.stream(self.task_id)
+            hit = journal.find_checkpoint_id(row.tree_id, checkpoint_id) if row else None
+            if hit is None:
+                return None
+            owner = next(r for r in journal.lineage(hit[0]) if r.id == hit[0])
+            return CheckpointStore(self.store, owner.name)._checkpoint_at(owner, hit[1], as_type)
+
+    def list_versions(self) -> list[int]:
+        """Every version of the lineage that still exists, oldest first."""
+        with self.store._guard() as journal:
+            found = journal.stream_and_head(self.task_id)
+            if found is None:
+                return []
+            return journal.version_numbers(segments_for(self.store._chain(found[0]), found[1]))
+
+    def state(self, version: int | None = None, *, as_type: Any = None) -> Any:
+        """The state at `version` (head when None; {} at version 0), as a fresh dict or `as_type`."""
+        with self.store._guard() as journal:
+            found = journal.stream_and_head(self.task_id)
+            head = found[1] if found else 0
+            if version is None:
+                version = head
+            _check_version("version", version)
+            if not 0 <= version <= head:
+                raise VersionNotFoundError(self.task_id, version, head)
+            if version:
+                self._version_row(found[0], version)
+            state = self.store._state_at(found[0], version) if version else {}
+        return self.store.codec.structure(state, as_type) if as_type is not None else state
+
+    def _version_row(self, row: StreamRow, version: int) -> VersionRow:
+        """The row of `version` in this stream's lineage (the caller holds the store lock)."""
+        owner = next((s for s in segments_for(self.store._chain(row), version) if s.lo <= version <= s.hi), None)
+        vrow = self.store._journal.version_row(owner.stream_id, version) if owner else None
+        if vrow is None:
+            raise VersionNotFoundError(self.task_id, version, version)
+        return vrow
+
+    def _checkpoint_at(self, row: StreamRow, version: int, as_type: Any) -> Checkpoint:
+        """A checkpoint whose values load on first access (the caller holds the store lock)."""
+        vrow = self._version_row(row, version)
+        return self._checkpoint(row, vrow, self.store._journal.checkpoint_id_of(vrow.stream_id, version), as_type)
+
+    def _checkpoint(self, row: StreamRow, vrow: VersionRow, checkpoint_id: str | None, as_type: Any) -> Checkpoint:
+        store = self.store
+        codec = store.codec
+
+        def load() -> Any:
+            with store._guard():
+                state = store._state_at(row, vrow.version)
+            return codec.structure(state, as_type) if as_type is not None else state
+
+        return Checkpoint(
+            self.task_id,
+            vrow.version,
+            token_usage=orjson.loads(vrow.usage) if vrow.usage else {},
+            metadata=codec.decode(vrow.metadata) if vrow.metadata else {},
+            created_at=vrow.created_at,
+            name=vrow.name,
+            auto=bool(vrow.auto),
+            parent=self._origin(row),
+            checkpoint_id=checkpoint_id,
+            loader=load,
+        )
+
+    def _origin(self, row: StreamRow) -> ForkOrigin | None:
+        if row.parent_id is None:
+            return None
+        parent = self.store._chain(row)[-2]
+        return ForkOrigin(parent.name, row.fork_version or 0)
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def save(
+        self,
+        values: Any,
+        token_usage: Mapping[str, int | float] | None = None,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        auto: bool = False,
+        expected_version: int | None = None,
+        checkpoint_id: str | None = None,
+    ) -> Checkpoint:
+        """Commit `values` as the next version. Only the differences from the head are stored: unchanged
+        keys cost nothing, and a list that grew at its end costs one append."""
+        state = _state_dict(values)
+        usage = _check_usage(token_usage)
+
+        def events(head: dict[str, Any]) -> list[ops.Event]:
+            return ops.diff(head, state)
+
+        return self._commit(events, False, lambda prev: usage if usage is not None else prev,
+                            metadata=metadata, name=name, auto=auto,
+                            expected_version=expected_version, checkpoint_id=checkpoint_id)
+
+    def transaction(
+        self,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        auto: bool = False,
+        expected_version: int | None = None,
+        checkpoint_id: str | None = None,
+    ) -> Transaction:
+        """Record set/delete/append/extend/incr/usage operations; they commit as one version on exit."""
+        options = dict(metadata=metadata, name=name, auto=auto, expected_version=expected_version,
+                       checkpoint_id=checkpoint_id)
+        _check_options(**options)
+        return Transaction(self, options)
+
+    def _commit_ops(self, recorded: list[Recorded], usage_add: dict[str, int | float], **options: Any) -> Checkpoint:
+        def events(head: dict[str, Any]) -> list[Recorded]:
+            return recorded
+
+        def usage(prev: dict[str, int | float]) -> dict[str, int | float]:
+            out = dict(prev)
+            for key, n in usage_add.items():
+                out[key] = out.get(key, 0) + n
+            return out
+
+        return self._commit(events, True, usage, checked=True, **options)
+
+    def rollback(self, to: int, *, metadata: Mapping[str, Any] | None = None, name: str | None = None,
+                 expected_version: int | None = None) -> Checkpoint:
+        """Append a new version whose state equals version `to`. History is kept: nothing is deleted.
+
+        Token usage is not rolled back (it counts what was spent); metadata records `rollback_to`.
+        """
+        _check_version("to", to)
+        target = self.state(to)
+        return self._commit(lambda head: ops.diff(head, target), False, lambda prev: prev,
+                            metadata={**(metadata or {}), "rollback_to": to}, name=name, auto=False,
+                            expected_version=expected_version, checkpoint_id=None)
+
+    def fork(self, at: int | None = None, task_id: str | None = None) -> CheckpointStore:
+        """A new stream sharing this one's history up to version `at` (head when None); nothing is copied."""
+        if task_id is not None:
+            check_task_id(task_id)
+        with self.store._guard() as journal, journal.write():
+            found = journal.stream_and_head(self.task_id)
+            if found is None:
+                raise StreamNotFoundError(self.task_id)
+            row, head = found
+            at = head if at is None else _check_version("at", at)
+            if not 1 <= at <= head:
+                raise VersionNotFoundError(self.task_id, at, head)
+            self._version_row(row, at)
+            if task_id is None:
+                n = 1
+                while journal.stream(f"{self.task_id}~{n}") is not None:
+                    n += 1
+                task_id = f"{self.task_id}~{n}"
+            journal.create_stream(task_id, format_time(utc_now()), row, at)
+        return CheckpointStore(self.store, task_id)
+
+    def _commit(
+        self,
+        produce: Callable[[dict[str, Any]], list[Any]],
+        check_paths: bool,
+        usage_of: Callable[[dict[str, int | float]], dict[str, int | float]],
+        *,
+        metadata: Mapping[str, Any] | None,
+        name: str | None,
+        auto: bool,
+        expected_version: int | None,
+        checkpoint_id: str | None,
+        checked: bool = False,
+    ) -> Checkpoint:
+        """The one write path: diff or operations -> events, version row, snapshot, in one transaction.
+
+        The cached head is trusted on the first attempt: if another process moved the stream since, the
+        versions primary key (or the streams foreign key, for a deleted stream) refuses the insert, and
+        the commit is redone once against a fresh read, still under the same write lock.
+        """
+        if not checked:
+            _check_options(metadata=metadata, name=name, auto=auto, expected_version=expected_version,
+                           checkpoint_id=checkpoint_id)
+        store = self.store
+        meta_text = store.codec.encode_text(dict(metadata)) if metadata else None
+        options = (name, int(auto), meta_text, expected_version, checkpoint_id)
+        with store._lock:
+            store._check_open()
+            journal = store._journal
+            for trust in (True, False):
+                journal.begin()
+                try:
+                    done = self._attempt(trust, produce, check_paths, usage_of, *options)
+                    journal.commit()
+                except _Stale:
+                    journal.rollback()
+                    continue
+                except BaseException:
+                    journal.rollback()
+                    store._forget(None, self.task_id)
+                    raise
+                row, head, created = done[:3]
+                head.version, head.checksum, head.usage = done[3:]
+                break
+            version, usage = head.version, head.usage
+            return Checkpoint(
+                self.task_id, version, token_usage=usage,
+                metadata=store.codec.decode(meta_text) if meta_text else {},
+                created_at=created, name=name, auto=auto, parent=self._origin(row),
+                checkpoint_id=checkpoint_id, loader=lambda: self.state(version),
+            )
+
+    def _attempt(self, trust: bool, produce: Callable[[dict[str, Any]], list[Any]], check_paths: bool,
+                 usage_of: Callable[[dict[str, int | float]], dict[str, int | float]], name: str | None,
+                 auto: int, meta_text: str | None, expected_version: int | None,
+                 checkpoint_id: str | None) -> tuple[Any, ...]:
+        """One try at a commit inside the open write transaction. The head's state is updated in place;
+        the caller forgets the cached head if anything fails."""
+        store = self.store
+        journal = store._journal
+        created = now()
+        row, head = store._writable(self.task_id, trust)
+        if row is None:
+            row = journal.create_stream(self.task_id, created)
+            head = store._head(row, 0)
+        assert head is not None
+        current = head.version
+        if expected_version is not None and expected_version != current:
+            if trust:
+                store._forget(row.id, self.task_id)
+                raise _Stale()
+            raise ConflictError(self.task_id, expected_version, current)
+        version = current + 1
+        rows, nbytes = _apply_events(store.codec, head, version, produce(head.state), check_paths)
+        usage = usage_of(head.usage)
+        usage_text = orjson.dumps(usage).decode() if usage else None
+        checksum = version_checksum(head.checksum, version, created, name, auto, meta_text, usage_text, rows)
+        try:
+            journal.insert_version(VersionRow(row.id, version, created, name, auto, meta_text, usage_text,
+                                              len(rows), nbytes, checksum))
+        except _VersionTaken:
+            store._forget(row.id, self.task_id)  # our head was stale and is now also half-applied
+            if trust:
+                raise _Stale() from None
+            raise ConflictError(self.task_id, current, current + 1) from None
+        journal.insert_events(row.id, version, rows)
+        if checkpoint_id is not None:
+            try:
+                journal.insert_checkpoint_id(row.tree_id, checkpoint_id, row.id, version)
+            except _CheckpointIdTaken:
+                raise DuplicateCheckpointIdError(self.task_id, checkpoint_id) from None
+        if head.tracker.due():
+            store._write_snapshot(row.id, version, head)
+        return row, head, created, version, checksum, usage
+
+
+class _Stale(Exception):
+    """Internal: the cached head is behind the file; redo the commit against a fresh read."""
+
+
+def _apply_events(
+    codec: Any, head: Head, version: int, events: list[Any], check_paths: bool
+) -> tuple[list[tuple[str, str, bytes | None]], int]:
+    """Encode events, fold them onto the head state and account them for snapshots.
+
+    Returns the journal rows (op, path, JSON bytes) and their value bytes.
+    """
+    rows: list[tuple[str, str, bytes | None]] = []
+    state, observe = head.state, head.tracker.observe
+    total = 0
+    for seq, event in enumerate(events):
+        if check_paths:  # recorded operations: value already encoded and copied
+            op, path, value, raw = event
+            path = ops.resolve(state, op, path)
+            if raw is None and op != ops.DELETE:
+                raw = orjson.dumps(value)
+        else:  # diff events carry the caller's objects: encode now, keep our own copy
+            op, path, caller_value = event
+            if op == ops.DELETE:
+                value, raw = None, None
+            else:
+                try:
+                    raw, value = codec.encode_copy(caller_value)
+                except SerializationError as exc:
+                    raise SerializationError(path + exc.path, exc.reason, exc.type_name) from None
+        ops.apply(state, op, path, value)
+        size = len(raw) if raw is not None else 0
+        total += size
+        rows.append((op, to_text(path), raw))
+        observe(version, seq, op, path, size, value)
+    return rows, total
+
+
+def _check_usage(token_usage: Any) -> dict[str, int | float] | None:
+    if token_usage is None:
+        return None
+    if not isinstance(token_usage, Mapping):
+        raise InvalidArgumentError("token_usage", token_usage, "must be a mapping of counter name to number")
+    out = {}
+    for key, n in token_usage.items():
+        if type(key) is not str:
+            raise InvalidArgumentError("token_usage", token_usage, f"counter names are str, not {key!r}")
+        check_number(f"token_usage[{key!r}]", n)
+        out[key] = n
+    return out
+
+
+def _check_options(*, metadata: Any, name: Any, auto: Any, expected_version: Any, checkpoint_id: Any) -> None:
+    if metadata is not None and not (isinstance(metadata, Mapping) and all(type(k) is str for k in metadata)):
+        raise InvalidArgumentError("metadata", metadata, "must be a mapping with str keys")
+    if name is not None and (type(name) is not str or len(name) > MAX_NAME):
+        raise InvalidArgumentError("name", name, f"must be a str of at most {MAX_NAME} characters")
+    if type(auto) is not bool:
+        raise InvalidArgumentError("auto", auto, "must be a bool")
+    if expected_version is not None and (type(expected_version) is not int or expected_version < 0):
+        raise InvalidArgumentError("expected_version", expected_version, "must be a non-negative int")
+    if checkpoint_id is not None and (type(checkpoint_id) is not str or not checkpoint_id or len(checkpoint_id) > MAX_NAME):
+        raise InvalidArgumentError("checkpoint_id", checkpoint_id, f"must be a non-empty str of at most {MAX_NAME} characters")

@@ -1,0 +1,98 @@
+"""Transaction: record explicit operations and commit them as one new version.
+
+Recording encodes each value at once (a bad value fails at the call that passed it, and mutating the
+object afterwards changes nothing). On a clean exit the operations are checked against the head state
+and committed as one version; on an exception nothing is written.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidArgumentError
+from .ops import APPEND, DELETE, EXTEND, INCR, SET, TRUNCATE
+from .paths import Path, normalize
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
+    from .stream import CheckpointStore
+
+# (op, path, value for the state, JSON bytes of that value or None)
+Recorded = tuple[str, Path, Any, "bytes | None"]
+
+
+def check_number(name: str, value: Any) -> None:
+    if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
+        raise InvalidArgumentError(name, value, "must be a finite int or float")
+
+
+class Transaction:
+    """Operations recorded for one new version; use as `with stream.transaction() as tx:`."""
+
+    def __init__(self, stream: CheckpointStore, options: dict[str, Any]) -> None:
+        self._stream = stream
+        self._options = options
+        self._ops: list[Recorded] = []
+        self._usage: dict[str, int | float] = {}
+        self._done = False
+        self.checkpoint: Checkpoint | None = None  # the committed version, after a clean exit
+
+    def _record(self, op: str, path: object, value: Any = None, *, encode: bool = True) -> Transaction:
+        if self._done:
+            raise InvalidArgumentError("transaction", self._stream.task_id, "this transaction has already ended")
+        parts = normalize(path)
+        if encode:
+            raw, copy = self._stream.store.codec.encode_copy(value)
+            self._ops.append((op, parts, copy, raw))
+        else:
+            self._ops.append((op, parts, value, None))
+        return self
+
+    def set(self, path: object, value: Any) -> Transaction:
+        """Set a key (or list item) to `value`."""
+        return self._record(SET, path, value)
+
+    def delete(self, path: object) -> Transaction:
+        """Remove a key, or a list item (later items shift down)."""
+        return self._record(DELETE, path, encode=False)
+
+    def append(self, path: object, item: Any) -> Transaction:
+        """Append `item` to the list at `path` (a missing key becomes a new list)."""
+        return self._record(APPEND, path, item)
+
+    def extend(self, path: object, items: Iterable[Any]) -> Transaction:
+        """Append every item of `items` to the list at `path`."""
+        if isinstance(items, (str, bytes, dict)) or not isinstance(items, Iterable):
+            raise InvalidArgumentError("items", items, "extend needs an iterable of items (a list, tuple, ...)")
+        return self._record(EXTEND, path, list(items))
+
+    def incr(self, path: object, n: int | float = 1) -> Transaction:
+        """Add `n` to the number at `path` (a missing key starts at 0)."""
+        check_number("n", n)
+        return self._record(INCR, path, n, encode=False)
+
+    def truncate(self, path: object, length: int) -> Transaction:
+        """Keep the first `length` items of the list at `path`."""
+        if type(length) is not int or length < 0:
+            raise InvalidArgumentError("length", length, "must be a non-negative int")
+        return self._record(TRUNCATE, path, length, encode=False)
+
+    def usage(self, **counters: int | float) -> Transaction:
+        """Add to the token-usage counters (cumulative: they start from the previous version's)."""
+        for key, n in counters.items():
+            check_number(key, n)
+            self._usage[key] = self._usage.get(key, 0) + n
+        return self
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._done = True
+        if kind is None:
+            self.checkpoint = self._stream._commit_ops(self._ops, self._usage, **self._options)

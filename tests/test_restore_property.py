@@ -1,0 +1,264 @@
+"""Invariant 1: restore(stream, v) equals the fold of the lineage's changes, for every v, checked against a
+plain-Python model on random sequences of saves, transactions, forks, rollbacks and reopens."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import os
+import shutil
+import tempfile
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+import eventckpt
+from eventckpt import SnapshotPolicy
+
+from .conftest import strict_equal
+
+KEYS = st.sampled_from(["a", "b", "msgs", "n", "x.y", "$d", "with space", "k"])
+NESTED_KEYS = st.text(alphabet="ab$.[ \"é", min_size=0, max_size=3)
+LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6),
+    st.binary(max_size=3),
+    st.tuples(st.integers(-3, 3), st.text(max_size=2)),
+    st.frozensets(st.integers(0, 5), max_size=3),
+    st.decimals(allow_nan=False, allow_infinity=False, places=2),
+    st.datetimes(timezones=st.just(dt.timezone.utc)),
+)
+VALUES = st.recursive(
+    LEAVES, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(NESTED_KEYS, inner, max_size=3), max_leaves=10
+)
+
+
+def containers(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Paths of the dicts and lists inside `value` (plain ones a caller can address)."""
+    out = []
+    if type(value) is dict:
+        out.append(path)
+        for k, v in value.items():
+            if type(k) is str and '"' not in k:
+                out.extend(containers(v, path + (k,)))
+    elif type(value) is list:
+        out.append(path)
+        for i, v in enumerate(value):
+            out.extend(containers(v, path + (i,)))
+    return out
+
+
+def at(state: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        state = state[key]
+    return state
+
+
+def model_apply(state: dict[str, Any], op: str, path: tuple[Any, ...], value: Any) -> None:
+    """The model's own fold of one operation (independent of eventckpt.ops)."""
+    parent = at(state, path[:-1])
+    key = path[-1]
+    if op == "set":
+        parent[key] = copy.deepcopy(value)
+    elif op == "delete":
+        del parent[key]
+    elif op == "append":
+        parent.setdefault(key, []).append(copy.deepcopy(value)) if type(parent) is dict else parent[key].append(copy.deepcopy(value))
+    elif op == "extend":
+        if type(parent) is dict and key not in parent:
+            parent[key] = []
+        parent[key].extend(copy.deepcopy(value))
+    elif op == "incr":
+        parent[key] = (parent.get(key, 0) if type(parent) is dict else parent[key]) + value
+    elif op == "truncate":
+        del parent[key][value:]
+
+
+class StoreMachine(RuleBasedStateMachine):
+    policy: SnapshotPolicy = SnapshotPolicy()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.mkdtemp(prefix="eventckpt-prop-")
+        self.path = os.path.join(self.dir, "prop.db")
+        self.store = eventckpt.open(self.path, snapshots=self.policy)
+        self.model: dict[str, list[dict[str, Any]]] = {"s0": []}
+        self.forks = 0
+
+    def teardown(self) -> None:
+        self.store.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _name(self, data: st.DataObject) -> str:
+        return data.draw(st.sampled_from(sorted(self.model)), label="stream")
+
+    def _head(self, name: str) -> dict[str, Any]:
+        states = self.model[name]
+        return copy.deepcopy(states[-1]) if states else {}
+
+    @rule(data=st.data())
+    def save(self, data: st.DataObject) -> None:
+        name = self._name(data)
+        state = self._head(name)
+        for _ in range(data.draw(st.integers(0, 3), label="edits")):
+            self._edit(state, data)
+        usage = data.draw(st.none() | st.fixed_dictionaries({"input_tokens": st.integers(0, 10**6)}), label="usage")
+        self.store.stream(name).save(state, usage)
+        self.model[name].append(copy.deepcopy(state))
+
+    def _edit(self, state: dict[str, Any], data: st.DataObject) -> None:
+        kind = data.draw(st.sampled_from(["set", "delete", "append", "truncate", "drop_front", "nested"]), label="kind")
+        lists = [p for p in containers(state) if type(at(state, p)) is list]
+        if kind == "set":
+            key, value = data.draw(KEYS, label="key"), data.draw(VALUES, label="value")
+            if key not in state or not (state[key] == value):  # no type-only changes (see ops.same)
+                state[key] = value
+        elif kind == "delete" and state:
+            del state[data.draw(st.sampled_from(sorted(state)), label="del")]
+        elif kind == "append" and lists:
+            target = at(state, data.draw(st.sampled_from(lists), label="list"))
+            target.extend(data.draw(st.lists(VALUES, min_size=1, max_size=3), label="items"))
+        elif kind == "truncate" and lists:
+            target = at(state, data.draw(st.sampled_from(lists), label="list"))
+            del target[data.draw(st.integers(0, len(target)), label="keep") :]
+        elif kind == "drop_front" and lists:
+            target = at(state, data.draw(st.sampled_from(lists), label="list"))
+            del target[: data.draw(st.integers(0, len(target)), label="drop")]
+            target.extend(data.draw(st.lists(VALUES, max_size=2), label="items"))
+        elif kind == "nested":
+            places = [p for p in containers(state) if p and at(state, p)]
+            if places:
+                path = data.draw(st.sampled_from(places), label="place")
+                container = at(state, path)
+                key = data.draw(st.sampled_from(list(container) if type(container) is dict else range(len(container))))
+                value = data.draw(VALUES, label="value")
+                if not (container[key] == value):
+                    container[key] = value
+
+    @rule(data=st.data())
+    def transaction(self, data: st.DataObject) -> None:
+        name = self._name(data)
+        state = self._head(name)
+        ops = []
+        for _ in range(data.draw(st.integers(1, 4), label="ops")):
+            op = self._draw_op(state, data)
+            if op is None:
+                continue
+            model_apply(state, *op)
+            ops.append(op)
+        stream = self.store.stream(name)
+        with stream.transaction(metadata={"ops": len(ops)}) as tx:
+            for op, path, value in ops:
+                if op in ("delete",):
+                    tx.delete(path)
+                elif op == "truncate":
+                    tx.truncate(path, value)
+                else:
+                    getattr(tx, op)(path, value)
+            tx.usage(output_tokens=1)
+        self.model[name].append(state)
+
+    def _draw_op(self, state: dict[str, Any], data: st.DataObject) -> tuple[str, tuple[Any, ...], Any] | None:
+        kind = data.draw(st.sampled_from(["set", "delete", "append", "extend", "incr", "truncate"]), label="op")
+        places = containers(state)
+        path_to = data.draw(st.sampled_from(places), label="container")
+        container = at(state, path_to)
+        if type(container) is dict:
+            keys = [k for k in container if type(k) is str and '"' not in k and "\\" not in k]
+            key = data.draw(st.sampled_from(keys + ["new", "n"]) if keys else st.sampled_from(["new", "n"]), label="key")
+            current = container.get(key, None)
+            exists = key in container
+        else:
+            if not container:
+                return None
+            key = data.draw(st.integers(0, len(container) - 1), label="index")
+            current, exists = container[key], True
+        path = path_to + (key,)
+        if kind == "set":
+            return ("set", path, data.draw(VALUES, label="value"))
+        if kind == "delete" and exists:
+            return ("delete", path, None)
+        if kind in ("append", "extend") and (type(current) is list or (not exists and type(container) is dict)):
+            items = data.draw(st.lists(VALUES, max_size=2), label="items")
+            return ("append", path, items[0]) if kind == "append" and items else ("extend", path, items)
+        if kind == "incr" and (type(current) in (int, float) or (not exists and type(container) is dict)):
+            return ("incr", path, data.draw(st.integers(-5, 5), label="n"))
+        if kind == "truncate" and type(current) is list:
+            return ("truncate", path, data.draw(st.integers(0, len(current)), label="keep"))
+        return None
+
+    @rule(data=st.data())
+    def bad_transaction(self, data: st.DataObject) -> None:
+        """An operation that does not fit the state fails and writes nothing."""
+        name = self._name(data)
+        stream = self.store.stream(name)
+        before = stream.version
+        with pytest.raises(eventckpt.PathError):
+            with stream.transaction() as tx:
+                tx.set("fresh", 1)
+                tx.append(("no", "such", "path"), 1)
+        assert stream.version == before
+
+    @precondition(lambda self: any(self.model.values()))
+    @rule(data=st.data())
+    def fork(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(sorted(n for n, s in self.model.items() if s)), label="parent")
+        where = data.draw(st.integers(1, len(self.model[name])), label="at")
+        self.forks += 1
+        child = f"f{self.forks}"
+        self.store.stream(name).fork(at=where, task_id=child)
+        self.model[child] = [copy.deepcopy(s) for s in self.model[name][:where]]
+
+    @precondition(lambda self: any(self.model.values()))
+    @rule(data=st.data())
+    def rollback(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(sorted(n for n, s in self.model.items() if s)), label="stream")
+        to = data.draw(st.integers(1, len(self.model[name])), label="to")
+        self.store.stream(name).rollback(to)
+        self.model[name].append(copy.deepcopy(self.model[name][to - 1]))
+
+    @rule()
+    def reopen(self) -> None:
+        self.store.close()
+        self.store = eventckpt.open(self.path, snapshots=self.policy)
+
+    @invariant()
+    def every_version_restores(self) -> None:
+        for name, states in self.model.items():
+            stream = self.store.stream(name)
+            assert stream.version == len(states)
+            for version, expected in enumerate(states, 1):
+                got = stream.state(version)
+                assert strict_equal(got, expected), (name, version, got, expected)
+
+
+class EveryVersion(StoreMachine):
+    policy = SnapshotPolicy.every_version(share_min_bytes=0)
+
+
+class Never(StoreMachine):
+    policy = SnapshotPolicy.never()
+
+
+class Eager(StoreMachine):
+    """The default rule with small thresholds, so short runs cross many snapshots and shared keys."""
+
+    policy = SnapshotPolicy(min_tail_bytes=96, event_overhead=16, share_min_bytes=24)
+
+
+class NoSharing(StoreMachine):
+    policy = SnapshotPolicy(min_tail_bytes=96, event_overhead=16, share_min_bytes=None)
+
+
+_settings = settings(max_examples=int(os.environ.get("EVENTCKPT_PROPERTY_EXAMPLES", "60")), stateful_step_count=25)
+TestEveryVersion = _settings(EveryVersion).TestCase
+TestNever = _settings(Never).TestCase
+TestEager = _settings(Eager).TestCase
+TestNoSharing = _settings(NoSharing).TestCase
