@@ -101,7 +101,10 @@ class Codec:
         t = type(value)
         if (t is str or t is bool or value is None or (t is int and _INT_MIN <= value <= _INT_MAX)
                 or (t is float and math.isfinite(value))):
-            return orjson.dumps(value), value
+            try:
+                return orjson.dumps(value), value
+            except orjson.JSONEncodeError as exc:  # a lone surrogate in a str
+                raise SerializationError((), str(exc), "str") from None
         raw = self.encode(value)
         return raw, self.decode(raw)
 
@@ -109,50 +112,32 @@ class Codec:
         """Whether `v` is already plain JSON data that orjson writes exactly (the common, fast case)."""
         t = type(v)
         if t is dict:
-            if depth >= MAX_DEPTH:
-                return False
-            for k, item in v.items():
+            for k in v:
                 if type(k) is not str or k[:1] == "$":
                     return False
-                ti = type(item)
-                if ti is str or ti is bool or item is None:
+            items: Iterable[Any] = v.values()
+        elif t is list:
+            items = v
+        else:
+            return t is str or t is bool or v is None or (t is int and _INT_MIN <= v <= _INT_MAX) or (
+                t is float and math.isfinite(v))
+        if depth >= MAX_DEPTH:
+            return False
+        for item in items:  # scalars inline: this loop runs for every saved message
+            ti = type(item)
+            if ti is str or ti is bool or item is None:
+                continue
+            if ti is int:
+                if _INT_MIN <= item <= _INT_MAX:
                     continue
-                if ti is int:
-                    if _INT_MIN <= item <= _INT_MAX:
-                        continue
-                    return False
-                if ti is float:
-                    if math.isfinite(item):
-                        continue
-                    return False
-                if not self._plain(item, depth + 1):
-                    return False
-            return True
-        if t is list:
-            if depth >= MAX_DEPTH:
                 return False
-            for item in v:
-                ti = type(item)
-                if ti is str or ti is bool or item is None:
+            if ti is float:
+                if math.isfinite(item):
                     continue
-                if ti is int:
-                    if _INT_MIN <= item <= _INT_MAX:
-                        continue
-                    return False
-                if ti is float:
-                    if math.isfinite(item):
-                        continue
-                    return False
-                if not self._plain(item, depth + 1):
-                    return False
-            return True
-        if t is str or t is bool or v is None:
-            return True
-        if t is int:
-            return _INT_MIN <= v <= _INT_MAX
-        if t is float:
-            return math.isfinite(v)
-        return False
+                return False
+            if not self._plain(item, depth + 1):
+                return False
+        return True
 
     def _jsonable(self, v: Any, depth: int) -> Any:
         """`v` as plain JSON data; returns `v` itself when it already is (no copy on the hot path)."""
@@ -294,7 +279,8 @@ class Codec:
         return self.untag(data) if _has_tags(text) else data
 
     def decode_many(self, texts: list[str]) -> list[Any]:
-        """Decode many stored JSON texts with one parser call (replay hot path)."""
+        """Decode many stored JSON texts with one parser call (the replay hot path). A text may also be
+        a run of array items (an extend's value without its brackets): its items come back in place."""
         if not texts:
             return []
         joined = "[" + ",".join(texts) + "]"

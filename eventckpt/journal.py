@@ -449,6 +449,22 @@ class Journal:
             )
         return out
 
+    def key_values(self, segments: Sequence[Segment], path: str, start: tuple[int, int], upto: int) -> list[tuple[str, str]]:
+        """(op, value) of the events at exactly `path` from event `start` (version, seq) through version
+        `upto`, in order: the bulk part of rebuilding a shared key."""
+        out: list[tuple[str, str]] = []
+        for seg in segments:
+            lo, hi = max(start[0], seg.lo), min(upto, seg.hi)
+            if lo <= hi:
+                out.extend(
+                    self._rows(
+                        "SELECT op, value FROM events INDEXED BY events_by_path WHERE stream_id = ? AND path = ?"
+                        " AND version BETWEEN ? AND ? AND (version > ? OR seq >= ?) ORDER BY version, seq",
+                        (seg.stream_id, path, lo, hi, start[0], start[1]),
+                    )
+                )
+        return out
+
     def key_events(self, segments: Sequence[Segment], path: str, children: Iterable[tuple[str, str]], after: int) -> list[EventRow]:
         """Every event at `path` or below it with version > after, in order (uses events_by_path)."""
         out: list[EventRow] = []
@@ -509,12 +525,18 @@ class _CheckpointIdTaken(Exception):
 
 
 def segments_for(chain: Sequence[StreamRow], upto: int) -> list[Segment]:
-    """The lineage of the last stream in `chain` (root first) as segments, clipped to versions <= upto."""
+    """The lineage of the last stream in `chain` (root first) as segments, clipped to versions <= upto.
+
+    Walking up from the leaf, each ancestor contributes its own versions only up to the lowest fork
+    point below it: a fork of a fork may branch below the middle stream's own versions.
+    """
     out = []
-    for i, row in enumerate(chain):
+    limit = upto
+    for row in reversed(chain):
         lo = (row.fork_version or 0) + 1
-        hi = chain[i + 1].fork_version if i + 1 < len(chain) else upto
-        hi = min(hi if hi is not None else upto, upto)
-        if lo <= hi:
-            out.append(Segment(row.id, lo, hi))
+        if lo <= limit:
+            out.append(Segment(row.id, lo, limit))
+        if row.fork_version is not None:
+            limit = min(limit, row.fork_version)
+    out.reverse()
     return out

@@ -1,0 +1,3 @@
+from eventckpt.cli import main
+
+main(prog_name="eventckpt")

@@ -1,0 +1,64 @@
+"""Invariant 6: bad input raises a typed eventckpt error before anything is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import eventckpt
+
+from .conftest import journal_rows
+
+BAD_SAVES: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+    "values not a mapping": (([1, 2],), {}),
+    "values a string": (("state",), {}),
+    "int top-level key": (({1: "a"},), {}),
+    "quote in top-level key": (({'a"b': 1},), {}),
+    "metadata not a mapping": (({"a": 1},), {"metadata": ["x"]}),
+    "metadata int key": (({"a": 1},), {"metadata": {1: "x"}}),
+    "metadata unstorable": (({"a": 1},), {"metadata": {"f": object()}}),
+    "usage not a mapping": (({"a": 1}, 5), {}),
+    "usage str count": (({"a": 1}, {"input_tokens": "5"}), {}),
+    "usage bool count": (({"a": 1}, {"input_tokens": True}), {}),
+    "usage nan": (({"a": 1}, {"input_tokens": float("nan")}), {}),
+    "name not str": (({"a": 1},), {"name": 5}),
+    "name too long": (({"a": 1},), {"name": "n" * 5000}),
+    "auto not bool": (({"a": 1},), {"auto": "yes"}),
+    "expected negative": (({"a": 1},), {"expected_version": -1}),
+    "expected float": (({"a": 1},), {"expected_version": 1.0}),
+    "expected future": (({"a": 1},), {"expected_version": 10}),
+    "checkpoint id empty": (({"a": 1},), {"checkpoint_id": ""}),
+    "checkpoint id int": (({"a": 1},), {"checkpoint_id": 7}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SAVES))
+def test_bad_save_arguments_write_nothing(store: eventckpt.Store, db_path: Path, case: str) -> None:
+    """Each bad save argument raises an eventckpt error and leaves every row of the file unchanged."""
+    task = store.stream("t")
+    task.save({"a": 0}, {"input_tokens": 1})
+    before = journal_rows(db_path)
+    args, kwargs = BAD_SAVES[case]
+    with pytest.raises(eventckpt.EventCkptError):
+        task.save(*args, **kwargs)
+    assert journal_rows(db_path) == before
+    assert task.version == 1 and task.state() == {"a": 0}
+
+
+@pytest.mark.parametrize("name", ["", "x" * 1025, "nul\x00byte", None, 5, b"bytes"])
+def test_bad_stream_names(store: eventckpt.Store, name: Any) -> None:
+    """Empty, huge, NUL-holding and non-str stream names are refused."""
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        store.stream(name)
+
+
+def test_sql_in_names_is_data(store: eventckpt.Store) -> None:
+    """Stream names, metadata keys and state keys holding SQL are stored and read back as data."""
+    name = "t'); DROP TABLE events; --"
+    task = store.stream(name)
+    task.save({"x') OR 1=1 --": 1}, metadata={"'; DELETE FROM versions; --": "v"})
+    assert store.streams() == [name]
+    assert task.state() == {"x') OR 1=1 --": 1}
+    assert task.latest.metadata == {"'; DELETE FROM versions; --": "v"}

@@ -1,0 +1,263 @@
+"""Values: every supported type round-trips exactly; anything else is refused before a write; stored
+data never chooses code."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import io
+import uuid
+import zoneinfo
+from collections import OrderedDict
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import apsw
+import attrs
+import pytest
+
+import eventckpt
+from eventckpt.codec import Codec
+
+from .conftest import journal_rows, strict_equal
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = 2
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: float
+    tags: tuple[str, ...] = ()
+
+
+@attrs.define
+class Span:
+    start: dt.datetime
+    end: dt.datetime
+    _secret: str = "s"
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    name: str
+    where: Point
+
+
+EXACT = {
+    "null": None,
+    "bools": [True, False],
+    "ints": [0, -1, 2**63 - 1, -(2**63), 2**64, -(2**100)],
+    "floats": [0.1, -0.0, 1e308, 5e-324],
+    "text": "héllo \u2603 \"quoted\" \\ {\"$tuple\": 1}",
+    "tuple": (1, "a", (2, 3)),
+    "set": {1, 2, 3},
+    "frozenset": frozenset({"a", "b"}),
+    "datetime_utc": dt.datetime(2026, 11, 21, 14, 5, 1, 123456, tzinfo=dt.timezone.utc),
+    "datetime_offset": dt.datetime(2026, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30))),
+    "datetime_zone": dt.datetime(2026, 7, 1, 12, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")),
+    "datetime_naive": dt.datetime(2026, 1, 1, 0, 0),
+    "date": dt.date(2026, 2, 28),
+    "time": dt.time(23, 59, 59, 999),
+    "timedelta": dt.timedelta(days=-2, seconds=5, microseconds=7),
+    "uuid": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    "decimal": Decimal("3.14159265358979323846264338327950288"),
+    "bytes": b"\x00\xffbinary",
+    "bytearray": bytearray(b"mutable"),
+    "int_keys": {1: "one", 2: "two"},
+    "tuple_keys": {(1, 2): "pair"},
+    "dollar_keys": {"$tuple": [1, 2], "$dict": "not a tag"},
+    "enum": Color.RED,
+    "int_enum": Level.LOW,
+    "dataclass": Point(1, 2.5, ("a",)),
+    "attrs": Span(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)),
+    "nested_object": Frozen("f", Point(0, 0.0)),
+    "deep": [[[[{"a": [1, {"b": (None,)}]}]]]],
+}
+
+
+@pytest.mark.parametrize("key", sorted(EXACT))
+def test_round_trip_exact(store: eventckpt.Store, key: str) -> None:
+    """Each supported type comes back equal and of the same type, in the same process."""
+    store.stream("t").save({key: EXACT[key]})
+    got = store.stream("t").state()[key]
+    assert strict_equal(got, EXACT[key]), (got, EXACT[key])
+
+
+def test_round_trip_after_reopen_with_registered_types(db_path: Path) -> None:
+    """After reopening, enums and classes registered with types= decode into their classes."""
+    with eventckpt.open(db_path) as store:
+        store.stream("t").save(dict(EXACT))
+    with eventckpt.open(db_path, types=[Color, Level, Point, Span, Frozen]) as store:
+        got = store.stream("t").state()
+    for key, value in EXACT.items():
+        assert strict_equal(got[key], value), key
+
+
+def test_unregistered_classes_decode_as_data(db_path: Path) -> None:
+    """Without types=, a stored enum is its value and a stored object its fields: nothing is imported."""
+    with eventckpt.open(db_path) as store:
+        store.stream("t").save({"c": Color.BLUE, "p": Point(1, 2.0)})
+    with eventckpt.open(db_path) as store:
+        assert store.stream("t").state() == {"c": 2, "p": {"x": 1, "y": 2.0, "tags": {"$tuple": []}} | {"tags": ()}}
+
+
+def test_typed_restore_into_callers_type(db_path: Path) -> None:
+    """state(as_type=...) structures into the dataclass/attrs type the caller passes, with nested types."""
+
+    @dataclasses.dataclass
+    class State:
+        where: Point
+        when: Span
+        color: Color
+        ids: list[uuid.UUID]
+        notes: dict[str, int]
+
+    value = State(Point(1, 2.0, ("t",)), EXACT["attrs"], Color.RED, [EXACT["uuid"]], {"a": 1})
+    with eventckpt.open(db_path) as store:
+        store.stream("t").save(value)
+    with eventckpt.open(db_path) as store:  # a new process knows none of these classes
+        assert store.stream("t").state(as_type=State) == value
+        assert store.stream("t").get(1, as_type=State).values == value
+
+
+def test_typed_restore_mismatch_is_a_serialization_error(store: eventckpt.Store) -> None:
+    """Structuring a state that does not fit the requested type raises SerializationError."""
+    store.stream("t").save({"x": "not a number", "y": 1.0})
+    with pytest.raises(eventckpt.SerializationError):
+        store.stream("t").state(as_type=Point)
+
+
+def _cycle() -> Any:
+    a: list[Any] = []
+    a.append(a)
+    return a
+
+
+def _deep(n: int) -> Any:
+    value: Any = 0
+    for _ in range(n):
+        value = [value]
+    return value
+
+
+BAD = {
+    "open_file": lambda: io.StringIO("x"),
+    "lambda": lambda: (lambda: 1),
+    "object": lambda: object(),
+    "cycle": _cycle,
+    "too_deep": lambda: _deep(500),
+    "nan": lambda: float("nan"),
+    "inf": lambda: float("-inf"),
+    "lone_surrogate": lambda: "\ud800",
+    "nested_bad": lambda: {"ok": [1, {"bad": {1, object}}]},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_unstorable_values_refused_and_nothing_written(store: eventckpt.Store, db_path: Path, kind: str) -> None:
+    """Unstorable values raise SerializationError naming where they are, and the file is unchanged."""
+    task = store.stream("t")
+    task.save({"keep": 1})
+    before = journal_rows(db_path)
+    with pytest.raises(eventckpt.SerializationError) as info:
+        task.save({"keep": 1, "bad": BAD[kind]()})
+    assert info.value.path[:1] == ("bad",)
+    assert journal_rows(db_path) == before
+    assert task.state() == {"keep": 1} and task.version == 1
+
+
+def test_nested_path_in_error(store: eventckpt.Store) -> None:
+    """The error names the full path of the bad value."""
+    with pytest.raises(eventckpt.SerializationError) as info:
+        store.stream("t").save({"a": {"b": [0, 1, {"c": object()}]}})
+    assert info.value.path == ("a", "b", 2, "c")
+    assert "['a']['b'][2]['c']" in str(info.value)
+
+
+def test_nan_allowed_when_asked(tmp_path: Path) -> None:
+    """allow_nan=True stores NaN and infinities."""
+    with eventckpt.open(tmp_path / "n.db", allow_nan=True) as store:
+        store.stream("t").save({"x": float("nan"), "y": float("inf")})
+        state = store.stream("t").state()
+    assert state["x"] != state["x"] and state["y"] == float("inf")
+
+
+def test_subclasses_stored_as_their_base(store: eventckpt.Store) -> None:
+    """OrderedDict and other builtin subclasses are stored as their base type (data kept, class not)."""
+    store.stream("t").save({"od": OrderedDict(a=1)})
+    assert type(store.stream("t").state()["od"]) is dict
+
+
+@pytest.mark.parametrize(
+    "crafted",
+    [
+        '{"$object": ["os.system", {"command": "echo pwned"}]}',
+        '{"$enum": ["builtins.eval", "1+1"]}',
+        '{"$object": ["subprocess.Popen", {"args": ["true"]}]}',
+        '{"$unknown": {"module": "os", "name": "system"}}',
+    ],
+)
+def test_crafted_rows_load_as_data(db_path: Path, crafted: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stored row naming a class or module loads as data: nothing is imported or called."""
+    with eventckpt.open(db_path) as store:
+        store.stream("t").save({"x": 1})
+    conn = apsw.Connection(str(db_path))
+    conn.execute("UPDATE events SET value = ? WHERE path = '$.x'", (crafted,))
+    conn.close()
+    import builtins
+
+    real_import = builtins.__import__
+    imported: list[str] = []
+
+    def spy(name: str, *args: Any, **kwargs: Any) -> Any:
+        imported.append(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", spy)
+    with eventckpt.open(db_path) as store:
+        value = store.stream("t").state()["x"]
+    monkeypatch.setattr(builtins, "__import__", real_import)
+    assert isinstance(value, (dict, str))
+    assert not {"os", "subprocess"} & set(imported)
+
+
+def test_codec_registry_refuses_clashing_names() -> None:
+    """Two different classes with one qualified name cannot both be registered."""
+    codec = Codec()
+
+    def make() -> type:
+        @dataclasses.dataclass
+        class Twin:
+            a: int
+
+        return Twin
+
+    codec.register(make())
+    with pytest.raises(eventckpt.SerializationError):
+        codec.register(make())
+    with pytest.raises(eventckpt.SerializationError):
+        codec.register(int)
+
+
+def test_sets_encode_canonically() -> None:
+    """A set's encoding does not depend on iteration order (diffs stay quiet)."""
+    codec = Codec()
+    assert codec.encode({3, 1, 2}) == codec.encode({2, 3, 1}) == b'{"$set":[1,2,3]}'
+
+
+def test_plain_json_is_stored_as_itself(store: eventckpt.Store, db_path: Path) -> None:
+    """Plain JSON values are stored untagged, readable by sqlite3's JSON functions."""
+    store.stream("t").save({"msg": {"role": "user", "n": [1, 2.5, None, True]}})
+    conn = apsw.Connection(str(db_path))
+    assert conn.execute("SELECT value FROM events").fetchall()[0][0] == '{"role":"user","n":[1,2.5,null,true]}'
+    assert conn.execute("SELECT json_extract(value, '$.role') FROM events").fetchall()[0][0] == "user"

@@ -1,0 +1,125 @@
+"""Invariant 3: writers serialize on BEGIN IMMEDIATE; expected_version detects a moved head across
+connections and processes; a stale in-process cache never produces a wrong version."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+import eventckpt
+
+
+def run_child(code: str, *args: str) -> str:
+    """Run a snippet in a separate Python process (a real second writer on the same file)."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_conflict_between_two_connections(db_path: Path) -> None:
+    """Two stores on one file: a save with a stale expected_version raises ConflictError."""
+    with eventckpt.open(db_path) as a, eventckpt.open(db_path) as b:
+        a.stream("t").save({"n": 1})
+        seen = b.stream("t").version
+        a.stream("t").save({"n": 2})
+        with pytest.raises(eventckpt.ConflictError) as info:
+            b.stream("t").save({"n": 99}, expected_version=seen)
+        assert (info.value.expected, info.value.actual) == (1, 2)
+        assert b.stream("t").state() == {"n": 2}
+
+
+def test_stale_cache_diffs_against_the_real_head(db_path: Path) -> None:
+    """A save through a connection whose cached head is stale is computed against the file's head."""
+    with eventckpt.open(db_path) as a, eventckpt.open(db_path) as b:
+        a.stream("t").save({"keep": 1, "x": 1})
+        b.stream("t").save({"keep": 1, "x": 2})  # b caches version 2
+        a.stream("t").save({"keep": 1, "x": 3, "y": 1})  # a's cache was at 1: it must build on 2
+        assert a.stream("t").version == 3
+        with b.stream("t").transaction() as tx:  # b's cache is at 2, the file at 3
+            tx.incr("y")
+        assert b.stream("t").state() == {"keep": 1, "x": 3, "y": 2}
+        assert [a.stream("t").state(v)["x"] for v in (1, 2, 3, 4)] == [1, 2, 3, 3]
+
+
+def test_stream_deleted_and_recreated_by_another_connection(db_path: Path) -> None:
+    """A cached head of a stream another connection deleted is not reused for the new stream."""
+    with eventckpt.open(db_path) as a, eventckpt.open(db_path) as b:
+        a.stream("t").save({"old": 1})
+        b.delete_stream("t")
+        b.stream("t").save({"fresh": 1})
+        a.stream("t").save({"fresh": 1, "more": 2})
+        assert a.stream("t").list_versions() == [1, 2]
+        assert b.stream("t").state(1) == {"fresh": 1}
+
+
+def test_conflict_between_two_processes(db_path: Path) -> None:
+    """A second process moves the head; this process's save with the old expected_version conflicts."""
+    with eventckpt.open(db_path) as store:
+        task = store.stream("t")
+        task.save({"owner": "parent"})
+        run_child(
+            """
+            import sys, eventckpt
+            with eventckpt.open(sys.argv[1]) as store:
+                store.stream("t").save({"owner": "child"}, expected_version=1)
+            """,
+            str(db_path),
+        )
+        with pytest.raises(eventckpt.ConflictError) as info:
+            task.save({"owner": "parent again"}, expected_version=1)
+        assert info.value.actual == 2
+        assert task.state() == {"owner": "child"}
+
+
+def test_two_processes_incrementing_end_dense(db_path: Path) -> None:
+    """Two processes and this one incrementing one stream end with dense versions and no lost update."""
+    with eventckpt.open(db_path) as store:
+        store.stream("t").save({"n": 0})
+    code = """
+        import sys, eventckpt
+        with eventckpt.open(sys.argv[1]) as store:
+            task = store.stream("t")
+            for _ in range(int(sys.argv[2])):
+                with task.transaction() as tx:
+                    tx.incr("n")
+        """
+    procs = [
+        subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(db_path), "60"], stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    with eventckpt.open(db_path) as store:
+        for _ in range(60):
+            with store.stream("t").transaction() as tx:
+                tx.incr("n")
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+    with eventckpt.open(db_path) as store:
+        task = store.stream("t")
+        assert task.state() == {"n": 180}
+        assert task.list_versions() == list(range(1, 182))
+
+
+def test_threads_share_one_store(db_path: Path) -> None:
+    """Threads sharing one Store are serialized: every transaction lands, versions stay dense."""
+    with eventckpt.open(db_path) as store:
+        store.stream("t").save({"n": 0})
+
+        def work() -> None:
+            for _ in range(50):
+                with store.stream("t").transaction() as tx:
+                    tx.incr("n")
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert store.stream("t").state() == {"n": 200}
+        assert store.stream("t").version == 201

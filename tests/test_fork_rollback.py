@@ -1,0 +1,102 @@
+"""Forks share history instead of copying it; rollback appends instead of destroying."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import pytest
+
+import eventckpt
+from eventckpt import ForkOrigin
+
+
+def make_history(store: eventckpt.Store, n: int = 5) -> eventckpt.CheckpointStore:
+    task = store.stream("main")
+    for i in range(1, n + 1):
+        task.save({"step": i, "log": [f"step {j}" for j in range(1, i + 1)]})
+    return task
+
+
+def test_fork_shares_history_and_numbers_after_it(store: eventckpt.Store, db_path: Path) -> None:
+    """A fork at v sees versions 1..v of its parent and numbers its own versions from v+1; nothing is copied."""
+    main = make_history(store)
+    conn = apsw.Connection(str(db_path))
+    events_before = conn.execute("SELECT count(*) FROM events").fetchall()[0][0]
+    branch = main.fork(at=3, task_id="branch")
+    assert conn.execute("SELECT count(*) FROM events").fetchall()[0][0] == events_before
+    assert branch.version == 3 and branch.list_versions() == [1, 2, 3] and len(branch) == 3
+    assert branch.state() == main.state(3)
+    cp = branch.save({"step": 99})
+    assert cp.version == 4 and cp.parent == ForkOrigin("main", 3)
+    assert main.state(4)["step"] == 4 and branch.state(4) == {"step": 99}
+    assert branch.get(2).values == main.get(2).values
+    assert branch.parent == ForkOrigin("main", 3) and main.parent is None
+
+
+def test_fork_defaults(store: eventckpt.Store) -> None:
+    """fork() without arguments forks at the head under a generated name."""
+    main = make_history(store, 2)
+    first, second = main.fork(), main.fork()
+    assert first.task_id == "main~1" and second.task_id == "main~2"
+    assert first.version == 2 and first.state() == main.state()
+
+
+def test_fork_of_fork_below_the_middle_forks_versions(store: eventckpt.Store) -> None:
+    """A fork of a fork taken below the middle fork's own versions sees only its true lineage."""
+    main = make_history(store, 5)
+    f1 = main.fork(at=3, task_id="f1")
+    f1.save({"f1": "own v4"})
+    f2 = f1.fork(at=4, task_id="f2")
+    f3 = f2.fork(at=3, task_id="f3")
+    assert f3.state() == main.state(3)
+    f3.save({"f3": True})
+    assert f3.state(4) == {"f3": True} and f3.list_versions() == [1, 2, 3, 4]
+    assert f2.state(4) == {"f1": "own v4"}
+
+
+def test_fork_errors(store: eventckpt.Store) -> None:
+    """Forking a missing stream, at a version that does not exist, or into a taken name fails cleanly."""
+    with pytest.raises(eventckpt.StreamNotFoundError):
+        store.stream("nobody").fork()
+    main = make_history(store, 2)
+    for bad in (0, 3, -1):
+        with pytest.raises(eventckpt.VersionNotFoundError):
+            main.fork(at=bad)
+    main.fork(task_id="taken")
+    with pytest.raises(eventckpt.StreamExistsError):
+        main.fork(task_id="taken")
+
+
+def test_rollback_appends_a_version_equal_to_the_target(store: eventckpt.Store) -> None:
+    """rollback(to) adds a new head equal to version `to`; every earlier version still restores."""
+    main = make_history(store, 5)
+    main.save({"step": 6, "log": ["corrupted"]}, {"input_tokens": 999})
+    cp = main.rollback(3)
+    assert cp.version == 7 and main.state() == main.state(3)
+    assert cp.metadata["rollback_to"] == 3
+    assert cp.token_usage == {"input_tokens": 999}  # spent tokens are not refunded
+    assert main.state(6) == {"step": 6, "log": ["corrupted"]}
+    assert main.list_versions() == list(range(1, 8))
+
+
+def test_delete_stream_with_forks(store: eventckpt.Store) -> None:
+    """A stream whose history forks share is kept unless forks=True, which deletes the whole subtree."""
+    main = make_history(store, 3)
+    branch = main.fork(at=2, task_id="branch")
+    branch.fork(task_id="twig")
+    with pytest.raises(eventckpt.StreamInUseError) as info:
+        store.delete_stream("main")
+    assert set(info.value.forks) == {"branch", "twig"}
+    assert store.delete_stream("twig") is True
+    assert store.delete_stream("main", forks=True) is True
+    assert store.streams() == []
+
+
+def test_forks_across_reopen(db_path: Path) -> None:
+    """Fork lineage is stored in the file: it survives closing and reopening."""
+    with eventckpt.open(db_path) as store:
+        make_history(store, 4).fork(at=2, task_id="b").save({"b": 1})
+    with eventckpt.open(db_path) as store:
+        b = store.stream("b")
+        assert b.state(2) == store.stream("main").state(2) and b.state(3) == {"b": 1}

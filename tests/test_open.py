@@ -1,0 +1,190 @@
+"""Opening a store: the schema ladder, file identity, refusal of foreign and newer files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import apsw
+import pytest
+
+import eventckpt
+from eventckpt.journal import APPLICATION_ID, SCHEMA_VERSION, schema_files
+
+
+def test_fresh_file_gets_schema_and_identity(db_path: Path) -> None:
+    """A new file is stamped with eventckpt's application_id and the latest user_version, in WAL mode."""
+    eventckpt.open(db_path).close()
+    conn = apsw.Connection(str(db_path))
+    assert conn.execute("PRAGMA application_id").fetchall()[0][0] == APPLICATION_ID
+    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"
+    assert conn.execute("PRAGMA auto_vacuum").fetchall()[0][0] == 2  # incremental: prune can give space back
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    assert {"streams", "versions", "events", "snapshots", "checkpoint_ids"} <= tables
+
+
+def test_schema_files_are_a_ladder() -> None:
+    """Schema files are numbered 1..N without gaps; N is the schema version."""
+    numbers = [n for n, _, _ in schema_files()]
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert SCHEMA_VERSION == len(numbers)
+
+
+def test_reopen_keeps_data(db_path: Path) -> None:
+    """Closing and reopening a store keeps every version."""
+    with eventckpt.open(db_path) as store:
+        store.stream("t").save({"a": 1})
+    with eventckpt.open(db_path) as store:
+        assert store.stream("t").state() == {"a": 1}
+        assert store.streams() == ["t"]
+
+
+def test_memory_store() -> None:
+    """':memory:' gives a working store that lives as long as the connection."""
+    with eventckpt.open(":memory:") as store:
+        store.stream("t").save({"a": [1, 2]})
+        assert store.stream("t").state() == {"a": [1, 2]}
+
+
+def test_pathlike_accepted(tmp_path: Path) -> None:
+    """open() accepts str and os.PathLike paths."""
+    eventckpt.open(str(tmp_path / "a.db")).close()
+    eventckpt.open(tmp_path / "b.db").close()
+    assert os.path.exists(tmp_path / "a.db") and os.path.exists(tmp_path / "b.db")
+
+
+def test_foreign_sqlite_file_refused_untouched(tmp_path: Path) -> None:
+    """A SQLite database that is not an eventckpt store is refused and not modified."""
+    path = tmp_path / "other.db"
+    conn = apsw.Connection(str(path))
+    conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("INSERT INTO customers (name) VALUES ('ada')")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(eventckpt.ForeignFileError) as info:
+        eventckpt.open(path)
+    assert "not an eventckpt store" in str(info.value)
+    assert path.read_bytes() == before
+    assert not os.path.exists(str(path) + "-wal")
+
+
+def test_other_application_id_refused(tmp_path: Path) -> None:
+    """An empty SQLite file stamped by another application is refused."""
+    path = tmp_path / "other.db"
+    conn = apsw.Connection(str(path))
+    conn.execute("PRAGMA application_id = 1234")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(eventckpt.ForeignFileError):
+        eventckpt.open(path)
+    assert path.read_bytes() == before
+
+
+def test_non_sqlite_file_refused_untouched(tmp_path: Path) -> None:
+    """A file that is not SQLite at all is refused with ForeignFileError and left as it was."""
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"these are my notes, not a database\n" * 200)
+    before = path.read_bytes()
+    with pytest.raises(eventckpt.ForeignFileError) as info:
+        eventckpt.open(path)
+    assert "not a SQLite database" in str(info.value)
+    assert path.read_bytes() == before
+
+
+def test_newer_schema_refused_untouched(db_path: Path) -> None:
+    """A store written by a newer eventckpt (higher user_version) is refused without modification."""
+    eventckpt.open(db_path).close()
+    conn = apsw.Connection(str(db_path))
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    conn.close()
+    before = db_path.read_bytes()
+    with pytest.raises(eventckpt.NewerSchemaError) as info:
+        eventckpt.open(db_path)
+    assert info.value.found == SCHEMA_VERSION + 1 and info.value.supported == SCHEMA_VERSION
+    assert db_path.read_bytes() == before
+
+
+def test_older_schema_upgraded_in_one_step(db_path: Path) -> None:
+    """A file at an older rung of the ladder is brought to the latest version on open."""
+    first = schema_files()[0]
+    conn = apsw.Connection(str(db_path))
+    conn.execute(first[2])
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    eventckpt.open(db_path).close()
+    conn = apsw.Connection(str(db_path))
+    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
+
+
+def test_readonly_open_reads_but_refuses_writes(db_path: Path) -> None:
+    """readonly=True reads every version and refuses writes with ReadOnlyStoreError."""
+    with eventckpt.open(db_path) as store:
+        store.stream("t").save({"a": 1})
+    with eventckpt.open(db_path, readonly=True) as store:
+        assert store.stream("t").state() == {"a": 1}
+        with pytest.raises(eventckpt.ReadOnlyStoreError):
+            store.stream("t").save({"a": 2})
+        assert store.stream("t").version == 1
+
+
+def test_readonly_open_of_missing_schema_refused(tmp_path: Path) -> None:
+    """A read-only open of a file without the schema is refused (it cannot be created read-only)."""
+    path = tmp_path / "empty.db"
+    apsw.Connection(str(path)).close()
+    with pytest.raises(eventckpt.SchemaError):
+        eventckpt.open(path, readonly=True)
+
+
+def test_closed_store_refuses_calls(db_path: Path) -> None:
+    """Every call on a closed store raises StoreClosedError; close() is idempotent."""
+    store = eventckpt.open(db_path)
+    stream = store.stream("t")
+    store.close()
+    store.close()
+    for call in (lambda: stream.save({"a": 1}), lambda: stream.version, store.streams, lambda: store.stream("x")):
+        with pytest.raises(eventckpt.StoreClosedError):
+            call()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"durability": "sometimes"},
+        {"timeout": -1},
+        {"timeout": "5"},
+        {"snapshots": "often"},
+        {"cache_size": 0},
+        {"readonly": "no"},
+        {"allow_nan": 1},
+    ],
+)
+def test_bad_open_arguments(db_path: Path, kwargs: dict) -> None:
+    """Bad arguments to open() raise InvalidArgumentError and create no file."""
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        eventckpt.open(db_path, **kwargs)
+    assert not db_path.exists()
+
+
+def test_bad_path_type() -> None:
+    """A path that is neither str nor PathLike is refused."""
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        eventckpt.open(42)  # type: ignore[arg-type]
+
+
+def test_durability_full_sets_synchronous_full(db_path: Path) -> None:
+    """durability='full' runs the connection with synchronous=FULL (fsync at every commit)."""
+    with eventckpt.open(db_path, durability="full") as store:
+        assert store._journal.conn.execute("PRAGMA synchronous").fetchall()[0][0] == 2
+    with eventckpt.open(db_path) as store:
+        assert store._journal.conn.execute("PRAGMA synchronous").fetchall()[0][0] == 1
+
+
+def test_connection_setup(db_path: Path) -> None:
+    """Every connection runs with foreign keys on and a busy timeout."""
+    with eventckpt.open(db_path, timeout=7) as store:
+        conn = store._journal.conn
+        assert conn.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
+        assert conn.execute("PRAGMA busy_timeout").fetchall()[0][0] == 7000

@@ -1,0 +1,249 @@
+"""save(), get(), latest, list_versions and the Checkpoint record."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import apsw
+import pytest
+
+import eventckpt
+from eventckpt import Checkpoint
+
+
+def events_of(path: Path, version: int, stream: str = "task-1") -> list[tuple[str, str, str | None]]:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    return conn.execute(
+        "SELECT op, path, value FROM events JOIN streams ON streams.id = events.stream_id"
+        " WHERE streams.name = ? AND version = ? ORDER BY seq",
+        (stream, version),
+    ).fetchall()
+
+
+def test_orbiter_reference_example(store: eventckpt.Store) -> None:
+    """The orbiter CheckpointStore example, adapted to eventckpt's names, runs as documented."""
+    task = store.stream("task-1")
+    cp1 = task.save(
+        values={"step": 1, "data": "initial"},
+        token_usage={"input_tokens": 100, "output_tokens": 50},
+        metadata={"description": "After step 1"},
+    )
+    assert cp1.version == 1
+    cp2 = task.save(values={"step": 2, "data": "updated"}, token_usage={"input_tokens": 250, "output_tokens": 120})
+    assert cp2.version == 2
+    assert task.latest == cp2
+    assert task.get(1) == cp1
+    assert task.list_versions() == [1, 2]
+    data = cp1.to_dict()
+    restored = Checkpoint.from_dict(data)
+    assert restored.task_id == "task-1"
+    assert restored.version == 1
+    assert restored == cp1
+    assert repr(task) == "CheckpointStore(task_id='task-1', checkpoints=2)"
+    assert len(task) == 2
+
+
+def test_empty_stream(store: eventckpt.Store) -> None:
+    """A stream nobody saved to has version 0, no latest, no versions, and an empty state."""
+    task = store.stream("nothing")
+    assert task.version == 0 and task.latest is None and len(task) == 0
+    assert task.list_versions() == [] and task.state() == {}
+    with pytest.raises(eventckpt.VersionNotFoundError):
+        task.get(1)
+    assert store.streams() == []
+
+
+def test_empty_task_id_refused(store: eventckpt.Store) -> None:
+    """An empty task id is a CheckpointError, as in the orbiter API."""
+    with pytest.raises(eventckpt.CheckpointError):
+        store.stream("")
+
+
+def test_unchanged_keys_cost_nothing(store: eventckpt.Store, db_path: Path) -> None:
+    """Saving a state with one changed key writes one event; a save with no change writes none."""
+    task = store.stream("task-1")
+    state = {"big": "x" * 10_000, "n": 1}
+    task.save(state)
+    state["n"] = 2
+    task.save(state)
+    task.save(state)
+    assert events_of(db_path, 2) == [("set", "$.n", "2")]
+    assert events_of(db_path, 3) == []
+    assert task.version == 3 and task.state(3) == state
+
+
+def test_growing_list_becomes_appends(store: eventckpt.Store, db_path: Path) -> None:
+    """A list that grew at its end is stored as append (one item) or extend (several), not rewritten."""
+    task = store.stream("task-1")
+    state = {"messages": [{"role": "user", "content": "hi"}]}
+    task.save(state)
+    state["messages"].append({"role": "assistant", "content": "hello"})
+    task.save(state)
+    state["messages"] += [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    task.save(state)
+    assert events_of(db_path, 2) == [("append", "$.messages", '{"role":"assistant","content":"hello"}')]
+    assert events_of(db_path, 3)[0][:2] == ("extend", "$.messages")
+    assert task.state() == state
+
+
+def test_shrinking_and_edited_lists(store: eventckpt.Store, db_path: Path) -> None:
+    """A list cut at its end becomes one truncate; an edited item becomes an event at that item's path."""
+    task = store.stream("task-1")
+    task.save({"m": [{"t": "a"}, {"t": "b"}, {"t": "c"}]})
+    task.save({"m": [{"t": "a"}]})
+    task.save({"m": [{"t": "z"}]})
+    assert events_of(db_path, 2) == [("truncate", "$.m", "1")]
+    assert events_of(db_path, 3) == [("set", "$.m[0].t", '"z"')]
+
+
+def test_sliding_window_drops_from_front(store: eventckpt.Store, db_path: Path) -> None:
+    """Keeping the last N items (drop one at the front, add one at the end) costs two events."""
+    task = store.stream("task-1")
+    task.save({"window": list(range(10))})
+    task.save({"window": list(range(1, 11))})
+    assert [(op, p) for op, p, _ in events_of(db_path, 2)] == [("delete", "$.window[0]"), ("append", "$.window")]
+    assert task.state() == {"window": list(range(1, 11))}
+
+
+def test_type_change_is_a_change(store: eventckpt.Store) -> None:
+    """1, 1.0 and True are different values: changing only the type of a dict value is recorded."""
+    task = store.stream("task-1")
+    task.save({"flag": 1, "nested": {"x": 1}})
+    task.save({"flag": True, "nested": {"x": 1.0}})
+    state = task.state()
+    assert state["flag"] is True and type(state["nested"]["x"]) is float
+
+
+def test_type_change_inside_list_item_is_not_seen(store: eventckpt.Store) -> None:
+    """Documented limit: inside list items, save() compares with ==, so 1 -> 1.0 alone is not recorded
+    (a transaction set() records it)."""
+    task = store.stream("task-1")
+    task.save({"m": [{"n": 1}]})
+    task.save({"m": [{"n": 1.0}]})
+    assert type(task.state()["m"][0]["n"]) is int
+    with task.transaction() as tx:
+        tx.set(("m", 0, "n"), 1.0)
+    assert type(task.state()["m"][0]["n"]) is float
+
+
+def test_token_usage_is_cumulative_and_carried(store: eventckpt.Store) -> None:
+    """token_usage is stored per version; a save without it keeps the previous counters."""
+    task = store.stream("task-1")
+    task.save({"a": 1}, {"input_tokens": 10})
+    cp = task.save({"a": 2})
+    assert cp.token_usage == {"input_tokens": 10}
+    assert task.get(2).token_usage == {"input_tokens": 10}
+    task.save({"a": 3}, {"input_tokens": 25, "output_tokens": 5})
+    assert task.get(3).token_usage == {"input_tokens": 25, "output_tokens": 5}
+
+
+def test_checkpoint_fields(store: eventckpt.Store) -> None:
+    """A checkpoint carries name, auto flag, metadata, aware UTC created_at and its checkpoint id."""
+    task = store.stream("task-1")
+    before = dt.datetime.now(dt.timezone.utc)
+    cp = task.save({"a": 1}, metadata={"node": "plan", "step": 3}, name="before tool", auto=True, checkpoint_id="c-1")
+    got = task.get(1)
+    assert got == cp
+    assert got.name == "before tool" and got.auto is True and got.checkpoint_id == "c-1"
+    assert got.metadata == {"node": "plan", "step": 3}
+    assert got.created_at.tzinfo is not None and before <= got.created_at <= dt.datetime.now(dt.timezone.utc)
+    assert task.find("c-1") == cp and task.find("nope") is None
+
+
+def test_checkpoint_is_frozen(store: eventckpt.Store) -> None:
+    """Checkpoint attributes cannot be reassigned."""
+    cp = store.stream("task-1").save({"a": 1})
+    with pytest.raises(AttributeError):
+        cp.version = 5  # type: ignore[misc]
+
+
+def test_to_dict_from_dict_round_trip(store: eventckpt.Store) -> None:
+    """to_dict() gives plain data with an ISO-8601 created_at; from_dict() rebuilds an equal checkpoint."""
+    store.stream("base").save({"x": 1})
+    fork = store.stream("base").fork(at=1, task_id="branch")
+    cp = fork.save({"x": 2}, {"input_tokens": 3}, metadata={"m": 1}, name="n", checkpoint_id="id-9")
+    data = cp.to_dict()
+    assert isinstance(data["created_at"], str) and data["created_at"].endswith("+00:00")
+    assert data["parent"] == {"task_id": "base", "version": 1}
+    assert Checkpoint.from_dict(data) == cp
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        Checkpoint.from_dict({"version": 1})
+
+
+def test_get_missing_versions(store: eventckpt.Store) -> None:
+    """get() of version 0, a negative or a future version raises VersionNotFoundError carrying the head."""
+    task = store.stream("task-1")
+    task.save({"a": 1})
+    for bad in (0, -1, 2, 10**12):
+        with pytest.raises(eventckpt.VersionNotFoundError) as info:
+            task.get(bad)
+        assert info.value.head == 1 and info.value.version == bad
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        task.get("1")  # type: ignore[arg-type]
+
+
+def test_state_of_version_zero_is_empty(store: eventckpt.Store) -> None:
+    """state(0) is the empty state before the first version."""
+    task = store.stream("task-1")
+    task.save({"a": 1})
+    assert task.state(0) == {}
+
+
+def test_values_load_lazily_but_are_stable(store: eventckpt.Store) -> None:
+    """A checkpoint's values are read on first access and stay those of its version."""
+    task = store.stream("task-1")
+    cp = task.save({"a": 1})
+    task.save({"a": 2})
+    assert cp.values == {"a": 1}
+    assert task.latest.values == {"a": 2}
+
+
+def test_expected_version_conflict(store: eventckpt.Store) -> None:
+    """save(expected_version=...) raises ConflictError with expected and actual when the head moved."""
+    task = store.stream("task-1")
+    task.save({"a": 1}, expected_version=0)
+    task.save({"a": 2}, expected_version=1)
+    with pytest.raises(eventckpt.ConflictError) as info:
+        task.save({"a": 3}, expected_version=1)
+    assert (info.value.expected, info.value.actual) == (1, 2)
+    assert task.version == 2
+
+
+def test_duplicate_checkpoint_id_refused(store: eventckpt.Store) -> None:
+    """A checkpoint id is unique within a stream tree (forks included)."""
+    task = store.stream("task-1")
+    task.save({"a": 1}, checkpoint_id="same")
+    fork = task.fork()
+    with pytest.raises(eventckpt.DuplicateCheckpointIdError):
+        fork.save({"a": 2}, checkpoint_id="same")
+    assert fork.version == 1
+    store.stream("other").save({"a": 1}, checkpoint_id="same")  # another tree may reuse it
+
+
+def test_dataclass_state_saved_by_fields(store: eventckpt.Store) -> None:
+    """A dataclass instance can be saved as the state; its fields become the top-level keys."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class AgentState:
+        messages: list
+        step: int
+
+    task = store.stream("task-1")
+    task.save(AgentState(["hi"], 1))
+    assert task.state() == {"messages": ["hi"], "step": 1}
+    assert task.state(as_type=AgentState) == AgentState(["hi"], 1)
+
+
+def test_streams_listing_and_delete(store: eventckpt.Store) -> None:
+    """streams() lists streams oldest first; delete_stream removes one and reports whether it existed."""
+    store.stream("a").save({"x": 1})
+    store.stream("b").save({"x": 1})
+    assert store.streams() == ["a", "b"]
+    assert store.delete_stream("a") is True
+    assert store.delete_stream("a") is False
+    assert store.streams() == ["b"]
+    assert store.stream("a").version == 0
+    store.stream("a").save({"x": 5})
+    assert store.stream("a").state() == {"x": 5} and store.stream("a").version == 1

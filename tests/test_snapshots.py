@@ -1,0 +1,137 @@
+"""The snapshot policy: snapshots linear in history, restores bounded, growing lists never copied."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import orjson
+import pytest
+
+import eventckpt
+from eventckpt import SnapshotPolicy
+
+
+def table_stats(path: Path) -> dict[str, int]:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    snaps, snap_bytes = conn.execute("SELECT count(*), coalesce(sum(length(state) + length(manifest)), 0) FROM snapshots").fetchall()[0]
+    events, event_bytes = conn.execute("SELECT count(*), coalesce(sum(length(coalesce(value, ''))), 0) FROM events").fetchall()[0]
+    return {"snapshots": snaps, "snapshot_bytes": snap_bytes, "events": events, "event_bytes": event_bytes}
+
+
+def conversation(store: eventckpt.Store, steps: int) -> eventckpt.CheckpointStore:
+    task = store.stream("conv")
+    task.save({"messages": [], "step": 0, "scratch": {f"k{i}": "v" for i in range(20)}})
+    for i in range(1, steps + 1):
+        with task.transaction() as tx:
+            tx.append("messages", {"role": "user", "content": f"message {i} " + "x" * 380})
+            tx.set("step", i)
+            tx.set(("scratch", f"k{i % 20}"), f"value {i}")
+            tx.usage(input_tokens=120, output_tokens=40)
+    return task
+
+
+def test_every_version_and_never(tmp_path: Path) -> None:
+    """every_version() writes one snapshot per version; never() writes none; both restore the same."""
+    states = {}
+    for name, policy in (("every", SnapshotPolicy.every_version()), ("never", SnapshotPolicy.never())):
+        path = tmp_path / f"{name}.db"
+        with eventckpt.open(path, snapshots=policy) as store:
+            task = conversation(store, 30)
+            states[name] = [task.state(v) for v in range(1, 32)]
+        stats = table_stats(path)
+        assert stats["snapshots"] == (31 if name == "every" else 0)
+    assert states["every"] == states["never"]
+
+
+def test_growing_list_is_never_copied_into_snapshots(tmp_path: Path) -> None:
+    """A conversation's message list is shared by reference: snapshots stay small however long it grows."""
+    path = tmp_path / "c.db"
+    with eventckpt.open(path, snapshots=SnapshotPolicy(min_tail_bytes=4096)) as store:
+        task = conversation(store, 600)
+        assert task.state(601)["step"] == 600 and len(task.state(601)["messages"]) == 600
+    stats = table_stats(path)
+    assert stats["snapshots"] >= 10
+    assert stats["snapshot_bytes"] < 0.1 * stats["event_bytes"]
+    conn = apsw.Connection(str(path))
+    rows = conn.execute("SELECT version, state, manifest FROM snapshots ORDER BY version").fetchall()
+    written = [v for v, state, _ in rows if "messages" in orjson.loads(state)]
+    assert len(written) <= 1  # written once while still small, then only referenced
+    version, state, manifest = rows[-1]
+    assert orjson.loads(manifest)["messages"][0] != version
+
+
+def test_snapshot_bytes_linear_for_a_growing_dict(tmp_path: Path) -> None:
+    """Even a state written in full (a dict that grows every step) keeps snapshot bytes within a constant
+    factor of event bytes: each snapshot is paid for by at least tail_ratio times its size in events."""
+    path = tmp_path / "d.db"
+    policy = SnapshotPolicy(min_tail_bytes=512, tail_ratio=1.0, event_overhead=64)
+    with eventckpt.open(path, snapshots=policy) as store:
+        task = store.stream("t")
+        for i in range(400):
+            with task.transaction() as tx:
+                tx.set(("memory", f"fact-{i}") if i else "memory", f"fact number {i}" if i else {})
+    stats = table_stats(path)
+    cost = stats["event_bytes"] + policy.event_overhead * stats["events"]
+    assert stats["snapshots"] >= 3
+    assert stats["snapshot_bytes"] <= (1 + 1 / policy.tail_ratio) * cost
+
+
+def test_restore_tail_is_bounded(tmp_path: Path) -> None:
+    """Between any version and its nearest snapshot lie at most max(min_tail, ratio*snapshot) of event cost
+    (plus one version), so a restore never replays the whole history."""
+    path = tmp_path / "b.db"
+    policy = SnapshotPolicy(min_tail_bytes=2048, event_overhead=64)
+    with eventckpt.open(path, snapshots=policy) as store:
+        conversation(store, 300)
+    conn = apsw.Connection(str(path))
+    snaps = [r[0] for r in conn.execute("SELECT version FROM snapshots ORDER BY version")]
+    literal = dict(conn.execute("SELECT version, length(state) FROM snapshots"))
+    for version in range(1, 302):
+        base = max([s for s in snaps if s <= version], default=0)
+        tail = conn.execute(
+            "SELECT coalesce(sum(length(coalesce(value, '')) + 64), 0) FROM events WHERE version > ? AND version <= ?"
+            " AND path != '$.messages'",
+            (base, version),
+        ).fetchall()[0][0]
+        limit = max(policy.min_tail_bytes, policy.tail_ratio * literal.get(base, 0))
+        assert tail <= limit + 1024, (version, base, tail)
+
+
+def test_truncated_shared_list_is_rewritten_then_shared_again(tmp_path: Path) -> None:
+    """A rollback that cuts a shared list makes the next snapshot write it once; later appends are shared
+    again from that snapshot."""
+    path = tmp_path / "r.db"
+    with eventckpt.open(path, snapshots=SnapshotPolicy(min_tail_bytes=1024)) as store:
+        task = conversation(store, 100)
+        task.rollback(51)  # version 51 holds 50 messages
+        for i in range(200):
+            with task.transaction() as tx:
+                tx.append("messages", {"role": "user", "content": "after rollback " + "y" * 380})
+                tx.set("step", 1000 + i)
+        expected = task.state()
+        assert len(expected["messages"]) == 50 + 200
+    conn = apsw.Connection(str(path))
+    bases = [orjson.loads(m)["messages"][0] for (m,) in conn.execute("SELECT manifest FROM snapshots ORDER BY version")]
+    assert len(set(bases)) == 2  # the small list written once, then once more after the cut
+    with eventckpt.open(path) as store:
+        assert store.stream("conv").state() == expected
+
+
+@pytest.mark.parametrize("bad", [{"tail_ratio": -1}, {"min_tail_bytes": "big"}, {"share_min_bytes": -5}])
+def test_policy_validation(bad: dict) -> None:
+    """A policy with a negative or non-numeric setting is refused."""
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        SnapshotPolicy(**bad)
+
+
+def test_snapshot_written_in_the_versions_transaction(tmp_path: Path) -> None:
+    """Every snapshot belongs to an existing version (same transaction, foreign key)."""
+    path = tmp_path / "s.db"
+    with eventckpt.open(path, snapshots=SnapshotPolicy.every_version()) as store:
+        conversation(store, 10)
+    conn = apsw.Connection(str(path))
+    orphans = conn.execute(
+        "SELECT count(*) FROM snapshots s LEFT JOIN versions v USING (stream_id, version) WHERE v.version IS NULL"
+    ).fetchall()[0][0]
+    assert orphans == 0
