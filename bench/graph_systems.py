@@ -10,8 +10,10 @@ whole superstep (graph overhead included).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
+import inspect
 import operator
 import sqlite3
 import time
@@ -132,8 +134,12 @@ class Graph:
         else:
             EventCkptSaver, _ = eventckpt_saver()
             store = eventckpt.open(path, durability=self.durability)
-            self._closers.append(store.close)
-            self.saver = EventCkptSaver(store)
+            try:
+                self.saver = EventCkptSaver(store)
+                self._closers.append(store.close)
+            except TypeError:  # a saver built from a path only (then with its own durability)
+                store.close()
+                self.saver = EventCkptSaver(path)
             if hasattr(self.saver, "close"):
                 self._closers.insert(0, self.saver.close)
         self.graph = build_graph(self.delta, lambda state: {}, lambda state: END, self.saver)
@@ -147,12 +153,16 @@ class Graph:
         box = {"in_saver": 0.0, "entered": None}  # saver time since the last node entry; that entry
 
         def timed(method: Callable[..., Any], keep_id: bool) -> Callable[..., Any]:
+            signature = inspect.signature(method)
+
+            @functools.wraps(method)  # LangGraph reads the signature (whether put_writes takes task_path)
             def call(*args: Any, **kwargs: Any) -> Any:
                 t0 = time.perf_counter()
                 out = method(*args, **kwargs)
                 box["in_saver"] += time.perf_counter() - t0
-                if keep_id:  # put(config, checkpoint, metadata, versions) -> config of the new checkpoint
-                    self.ids[args[2]["step"]] = out["configurable"]["checkpoint_id"]
+                if keep_id:  # the config put returns names the new checkpoint
+                    step = signature.bind(*args, **kwargs).arguments["metadata"]["step"]
+                    self.ids[step] = out["configurable"]["checkpoint_id"]
                 return out
             return call
 
