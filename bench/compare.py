@@ -11,7 +11,8 @@ the messages in a DeltaChannel), eventckpt's LangGraph saver on the same graph (
 rows eventckpt writes (the physical limit). A system that passes the time or size bound at a size is
 stopped there, reported as stopped with the figures of the steps it reached, and not run at larger sizes.
 
-Writes report.md (tables with ratios to eventckpt), results.json and three plots to --out.
+Writes report.md (tables with ratios to eventckpt), results.json, three plots and every per-step
+measurement (runs.json.gz, for --from-runs) to --out.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from harness import Bounds, Recorder, Run, disk_bytes, drive, remove_files, time
 from systems import EVENTSOURCING_MISSING, Bare, EventckptSave, EventckptTx, EventSourcing  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+RUNS = "runs.json.gz"  # every per-step measurement, for --from-runs
 # key -> (factory, bounded); the reference and the bare limit always run to the end
 SYSTEMS: dict[str, tuple[Any, bool]] = {
     "eventckpt": (EventckptTx, False),
@@ -75,6 +77,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--dir", default=None, help="where the stores go (default: a temporary directory)")
     parser.add_argument("--readme", type=Path, default=None,
                         help="also refresh the results block of this README.md")
+    parser.add_argument("--from-runs", type=Path, default=None,
+                        help=f"render the outputs again from a saved {RUNS} instead of running")
     args = parser.parse_args()
     if args.quick:
         args.steps, args.restores, args.log_limit = [100, 300], 5, 100
@@ -133,6 +137,20 @@ class Reference:
 
 def main() -> None:
     args = parse()
+    if args.from_runs:
+        results, unavailable, meta = report.load_runs(args.from_runs)
+    else:
+        results, unavailable, meta = run_all(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        report.save_runs(args.out / RUNS, results, unavailable, meta)
+    report.write(args.out, results, unavailable, meta)
+    if args.readme:
+        plots = os.path.relpath(args.out, args.readme.resolve().parent) + "/"
+        report.update_readme(args.readme, results, unavailable, meta, plots)
+    print(f"\nreport: {args.out / 'report.md'}")
+
+
+def run_all(args: argparse.Namespace) -> tuple[dict[int, list[Run]], dict[str, str], dict[str, Any]]:
     bounds = Bounds(args.time_bound, int(args.size_bound * 1e9))
     workdir = args.dir or tempfile.mkdtemp(prefix="eventckpt-compare-")
     started = time.strftime("%Y-%m-%d %H:%M %Z")
@@ -180,11 +198,7 @@ def main() -> None:
         "bounds": f"{args.time_bound:g} s of writing (and of reading) and {args.size_bound:g} GB per system and size",
         "versions": ", ".join(f"{k} {v}" for k, v in versions().items()),
     }
-    report.write(args.out, results, unavailable, meta)
-    if args.readme:
-        plots = os.path.relpath(args.out, args.readme.resolve().parent) + "/"
-        report.update_readme(args.readme, results, unavailable, plots)
-    print(f"\nreport: {args.out / 'report.md'}")
+    return results, unavailable, meta
 
 
 if __name__ == "__main__":

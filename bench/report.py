@@ -3,6 +3,8 @@ measured in the same run), a JSON summary, and three PNG plots, each with a lowe
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import json
 import math
 import statistics
@@ -11,7 +13,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from harness import Run, median_of, window, windows
+from harness import Op, Run, median_of, window, windows
 from workload import payload_bytes, steps
 
 REFERENCE = "eventckpt"
@@ -215,15 +217,45 @@ def write(out_dir: Path, results: dict[int, list[Run]], missing: dict[str, str],
     plot(out_dir, results)
 
 
-def update_readme(readme: Path, results: dict[int, list[Run]], missing: dict[str, str], plots_dir: str) -> None:
+def save_runs(path: Path, results: dict[int, list[Run]], missing: dict[str, str], meta: dict[str, Any]) -> None:
+    """Every measurement, per step, so the outputs can be rendered again without running (--from-runs)."""
+    data = {"meta": meta, "not_available": missing,
+            "sizes": {str(n): [dataclasses.asdict(r) for r in runs] for n, runs in results.items()}}
+    with gzip.open(path, "wt") as f:
+        json.dump(data, f)
+
+
+def load_runs(path: Path) -> tuple[dict[int, list[Run]], dict[str, str], dict[str, Any]]:
+    with gzip.open(path, "rt") as f:
+        data = json.load(f)
+    results = {}
+    for n, runs in data["sizes"].items():
+        loaded = []
+        for d in runs:
+            for name in ("sizes", "restores", "ref_restores"):
+                d[name] = [tuple(pair) for pair in d[name]]
+            d["ops"] = {name: Op(**op) for name, op in d["ops"].items()}
+            loaded.append(Run(**d))
+        results[int(n)] = loaded
+    return results, data["not_available"], data["meta"]
+
+
+def update_readme(readme: Path, results: dict[int, list[Run]], missing: dict[str, str], meta: dict[str, Any],
+                  plots_dir: str) -> None:
     """Replace the block between the compare markers in README.md with these tables and the size plot."""
     begin, end = "<!-- compare:begin -->", "<!-- compare:end -->"
     text = readme.read_text()
     head, found, rest = text.partition(begin)
     if not found or end not in rest:
         raise SystemExit(f"{readme} has no {begin} ... {end} block to refresh")
-    body = "\n".join([*tables(results, missing), "", f"![File bytes against steps]({plots_dir}file_bytes.png)"])
+    body = "\n".join([provenance(meta), "", *tables(results, missing), "",
+                      f"![File bytes against steps]({plots_dir}file_bytes.png)"])
     readme.write_text(head + begin + "\n" + body + "\n" + end + rest.partition(end)[2])
+
+
+def provenance(meta: dict[str, Any]) -> str:
+    return (f"Measured by `{meta['command']}` ({meta['started']}; {meta['machine']}; durability {meta['durability']}; "
+            f"bounds: {meta['bounds']}).")
 
 
 def progress(run: Run) -> str:
@@ -277,7 +309,7 @@ def plot(out_dir: Path, results: dict[int, list[Run]]) -> None:
     pairs = largest(results)
 
     def figure(title: str, xlabel: str, ylabel: str) -> tuple[Any, Any, Any]:
-        fig, (top, low) = plt.subplots(2, 1, figsize=(9, 8), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+        fig, (top, low) = plt.subplots(2, 1, figsize=(12, 8), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
         top.set_title(title)
         top.set_ylabel(ylabel)
         low.set_ylabel("ratio to eventckpt")
@@ -288,7 +320,7 @@ def plot(out_dir: Path, results: dict[int, list[Run]]) -> None:
 
     def finish(fig: Any, top: Any, low: Any, name: str) -> None:
         low.axhline(1.0, color="black", linewidth=0.8)
-        top.legend(fontsize=8)
+        top.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
         fig.savefig(out_dir / name, dpi=110)
         plt.close(fig)
