@@ -58,19 +58,22 @@ class EventckptTx:
             self.store = None
 
     def write(self, n: int, rec: Recorder) -> None:
-        stream = self.stream
-        stream.save(initial_state())
+        self.stream.save(initial_state())
         for s in steps(n):
             t0 = time.perf_counter()
-            with stream.transaction() as tx:
-                tx.append("messages", s.message)
-                tx.set("step", s.step)
-                for k, v in s.scratch.items():
-                    tx.set(("scratch", k), v)
-                tx.usage(input_tokens=120, output_tokens=40)
+            self.commit(s)
             rec.record(time.perf_counter() - t0)
             if rec.should_stop():
                 return
+
+    def commit(self, s: Step) -> None:
+        """One W step as one transaction."""
+        with self.stream.transaction() as tx:
+            tx.append("messages", s.message)
+            tx.set("step", s.step)
+            for k, v in s.scratch.items():
+                tx.set(("scratch", k), v)
+            tx.usage(input_tokens=120, output_tokens=40)
 
     def restore(self, version: int) -> dict[str, Any]:
         return self.stream.state(version + 1)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import eventckpt
 from conftest import steps_after
-from systems import Bare
+from systems import Bare, EventckptTx
 
 ROUNDS = 200  # writes per benchmark: the store grows by under 2% even at 10k versions
 RESTORES = 30
@@ -34,18 +34,10 @@ def test_save_whole_state(benchmark, w_copy: Path, versions: int) -> None:
 
 def test_save_transaction(benchmark, w_copy: Path, versions: int) -> None:
     """A transaction per step (append, set, usage): the O(change) path."""
-    with eventckpt.open(w_copy) as store:
-        stream = store.stream("w")
+    system = EventckptTx()
+    system.open(str(w_copy))
+    try:
         work = steps_after(versions)
-
-        def one(s) -> None:
-            with stream.transaction() as tx:
-                tx.append("messages", s.message)
-                tx.set("step", s.step)
-                for k, v in s.scratch.items():
-                    tx.set(("scratch", k), v)
-                tx.usage(input_tokens=120, output_tokens=40)
-
         done: list[int] = []
 
         def next_step() -> tuple[tuple[object], dict[str, object]]:
@@ -53,8 +45,10 @@ def test_save_transaction(benchmark, w_copy: Path, versions: int) -> None:
             done.append(s.step)
             return (s,), {}
 
-        benchmark.pedantic(one, setup=next_step, rounds=ROUNDS)
-        assert stream.state()["step"] == done[-1] == versions + len(done)
+        benchmark.pedantic(system.commit, setup=next_step, rounds=ROUNDS)
+        assert system.stream.state()["step"] == done[-1] == versions + len(done)
+    finally:
+        system.close()
 
 
 def test_bare_commit(benchmark, w_copy: Path, versions: int) -> None:
