@@ -205,15 +205,15 @@ def read(system: System, run: Run, bounds: Bounds | None, restores: int, log_lim
         "diff": (lambda deadline: system.diff(a, b), f"versions {a:,} and {b:,}"),
     }
     for name, (call, what) in calls.items():
+        deadline = time.perf_counter() + budget
         try:
-            seconds, rows = timed(lambda: call(time.perf_counter() + budget))
+            seconds, rows = timed(lambda: call(deadline))
         except Unavailable as exc:
             run.ops[name] = Op(None, note=str(exc))
             continue
-        note = what
-        if name == "log" and rows < limit:
-            note += f", stopped after {rows:,} (time bound)"
-        run.ops[name] = Op(seconds, rows, note)
+        if name == "log" and rows < limit and time.perf_counter() > deadline:
+            what += f", stopped after {rows:,} (time bound)"
+        run.ops[name] = Op(seconds, rows, what)
 
 
 # -- figures --------------------------------------------------------------------------------------
