@@ -81,7 +81,7 @@ def parse() -> argparse.Namespace:
                         help=f"render the outputs again from a saved {RUNS} instead of running")
     args = parser.parse_args()
     if args.quick:
-        args.steps, args.restores, args.log_limit = [100, 300], 5, 100
+        args.steps, args.restores, args.log_limit = [50, 200], 5, 50
         args.out = args.out or HERE / "results" / "quick"
     args.out = args.out or HERE / "results"
     if "eventckpt" not in args.systems:
@@ -160,7 +160,7 @@ def run_all(args: argparse.Namespace) -> tuple[dict[int, list[Run]], dict[str, s
     for n in sorted(args.steps):
         print(f"\n== workload W, {n:,} steps ==", flush=True)
         runs: list[Run] = []
-        paths: list[str] = []
+        ref_path = ""
         for key in args.systems:
             factory, bounded = SYSTEMS[key]
             system = factory(args.durability)
@@ -174,20 +174,22 @@ def run_all(args: argparse.Namespace) -> tuple[dict[int, list[Run]], dict[str, s
                 print(f"{system.label:34} {stopped_at[system.label]}", flush=True)
                 continue
             path = os.path.join(workdir, f"w-{key}-{n}.db")
-            paths.append(path)
             run = drive(system, path, n, bounds=bounds if bounded else None, restores=args.restores,
                         log_limit=args.log_limit, diff_span=min(args.diff_span, max(1, n // 2)))
             runs.append(run)
+            if run.system == report.REFERENCE:
+                ref_path = path  # kept until the size is done: stopped peers are compared on it
+            else:
+                remove_files(path)
             if run.stopped:
                 stopped_at[run.system] = f"not run: {run.stopped} at step {run.steps:,} of the {n:,}-step run"
             print(report.progress(run), flush=True)
-        reference = Reference(runs[0], paths[0], workdir, args.durability)
+        reference = Reference(runs[0], ref_path, workdir, args.durability)
         for run in runs:
             if run.steps:
                 reference.fill(run)
         results[n] = runs
-        for path in paths:
-            remove_files(path)
+        remove_files(ref_path)
     if not args.dir:
         shutil.rmtree(workdir, ignore_errors=True)
     meta = {

@@ -32,7 +32,7 @@ def test_quick_mode_writes_report_json_and_plots(tmp_path: Path) -> None:
     """--quick runs every system at two small sizes and writes a table row for each, ratios, JSON and PNGs."""
     out, results = compare(tmp_path)
     report = (out / "report.md").read_text()
-    for size in ("100", "300"):
+    for size in ("50", "200"):
         table = rows(report, size)
         assert set(LABELS) <= set(table), table.keys()
         figures = {r["system"]: r for r in results["sizes"][size]}
@@ -61,15 +61,15 @@ def test_time_bound_stops_a_peer_and_says_so(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- compare:begin -->\nold table\n<!-- compare:end -->\noutro\n")
     out, results = compare(tmp_path, "--time-bound", "0", "--systems", "sqlite", "--readme", str(readme))
-    first = {r["system"]: r for r in results["sizes"]["100"]}
-    assert first["eventckpt"]["steps"] == 100 and first["eventckpt"]["stopped"] is None  # the reference is unbounded
+    first = {r["system"]: r for r in results["sizes"]["50"]}
+    assert first["eventckpt"]["steps"] == 50 and first["eventckpt"]["stopped"] is None  # the reference is unbounded
     stopped = first["LangGraph SqliteSaver"]
-    assert 1 <= stopped["steps"] < 100 and "time bound" in stopped["stopped"]
-    second = {r["system"]: r for r in results["sizes"]["300"]}
+    assert 1 <= stopped["steps"] < 50 and "time bound" in stopped["stopped"]
+    second = {r["system"]: r for r in results["sizes"]["200"]}
     assert second["LangGraph SqliteSaver"]["steps"] == 0
     assert second["LangGraph SqliteSaver"]["stopped"].startswith("not run: stopped by the time bound")
     report = (out / "report.md").read_text()
-    assert "(stopped)" in rows(report, "100")["LangGraph SqliteSaver"]
+    assert "(stopped)" in rows(report, "50")["LangGraph SqliteSaver"]
     text = readme.read_text()
     assert "old table" not in text and text.startswith("intro\n") and text.endswith("<!-- compare:end -->\noutro\n")
-    assert "### 100 steps" in text and "results/file_bytes.png" in text
+    assert "### 50 steps" in text and "results/file_bytes.png" in text
