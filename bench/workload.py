@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 WORDS = (
     "the agent reads the file then calls a tool to search for the answer and writes a short summary "
     "of what it found before planning the next step with care"
@@ -39,3 +41,15 @@ def steps(n: int, seed: int = 7) -> Iterator[Step]:
 
 def initial_scratch() -> dict[str, str]:
     return {k: f"{k}-initial" for k in SCRATCH_KEYS}
+
+
+def event_rows(s: Step) -> list[tuple[str, str, str]]:
+    """The (op, path, JSON value) rows one step writes in eventckpt's journal (and in the bare limit)."""
+    rows = [("append", "$.messages", orjson.dumps(s.message).decode()), ("set", "$.step", str(s.step))]
+    rows += [("set", f"$.scratch.{k}", orjson.dumps(v).decode()) for k, v in s.scratch.items()]
+    return rows
+
+
+def payload_bytes(s: Step) -> int:
+    """The bytes of one step's JSON payload: what any store must at least keep."""
+    return sum(len(value) for _, _, value in event_rows(s))
