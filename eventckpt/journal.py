@@ -127,12 +127,20 @@ def translate(exc: apsw.Error, where: str) -> errors.EventCkptError:
 # -- opening --------------------------------------------------------------------------------------
 
 
-def connect(path: str, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False) -> Journal:
-    """Open (creating when allowed) an eventckpt file. A foreign or newer file is refused untouched."""
+def connect(
+    path: str, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False, vfs: str | None = None
+) -> Journal:
+    """Open (creating when allowed) an eventckpt file. A foreign or newer file is refused untouched.
+
+    `vfs` names a registered SQLite VFS (an apsw.VFS subclass, e.g. a fault-injecting one in tests);
+    None is SQLite's default.
+    """
     memory = path == ":memory:"
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    if vfs is not None and vfs not in apsw.vfs_names():
+        raise errors.InvalidArgumentError("vfs", vfs, f"is not a registered SQLite VFS {apsw.vfs_names()}")
     try:
-        conn = apsw.Connection(path, flags=flags)
+        conn = apsw.Connection(path, flags=flags, vfs=vfs)
     except apsw.Error as exc:
         raise translate(exc, f"opening {path}") from None
     try:

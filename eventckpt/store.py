@@ -44,6 +44,7 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     types: Iterable[type] = (),
     allow_nan: bool = False,
     cache_size: int = 64,
+    vfs: str | None = None,
 ) -> Store:
     """Open (or create) the eventckpt store in the file at `path` (or ":memory:").
 
@@ -54,6 +55,8 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     types: enums, dataclasses and attrs classes that stored data may decode into.
     allow_nan: store NaN and infinities instead of refusing them.
     cache_size: how many streams' head states stay in memory.
+    vfs: the name of a registered SQLite VFS to open the file through (None: SQLite's default); how
+        tests simulate power loss, a full disk or a read-only file.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError("path", path, "must be a file path or ':memory:'")
@@ -65,11 +68,13 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
         raise InvalidArgumentError("timeout", timeout, "must be a number of seconds (0 to 86400)")
     if type(cache_size) is not int or cache_size < 1:
         raise InvalidArgumentError("cache_size", cache_size, "must be a positive int")
+    if vfs is not None and type(vfs) is not str:
+        raise InvalidArgumentError("vfs", vfs, "must be None or the name of a registered SQLite VFS")
     for flag, value in (("readonly", readonly), ("allow_nan", allow_nan)):
         if type(value) is not bool:
             raise InvalidArgumentError(flag, value, "must be a bool")
     codec = Codec(types, allow_nan=allow_nan)
-    journal = connect(os.fspath(path), durability=durability, timeout=timeout, readonly=readonly)
+    journal = connect(os.fspath(path), durability=durability, timeout=timeout, readonly=readonly, vfs=vfs)
     return Store(journal, codec, snapshots or SnapshotPolicy(), cache_size)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -188,3 +189,32 @@ def test_connection_setup(db_path: Path) -> None:
         conn = store._journal.conn
         assert conn.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
         assert conn.execute("PRAGMA busy_timeout").fetchall()[0][0] == 7000
+
+
+def test_vfs_routes_file_access(db_path: Path) -> None:
+    """open(vfs=name) does every file access of the store through the named SQLite VFS."""
+    opened: list[str] = []
+
+    class Counting(apsw.VFS):
+        def __init__(self) -> None:
+            super().__init__("eventckpt-test-counting", "")
+
+        def xOpen(self, name: Any, flags: list[int]) -> apsw.VFSFile:
+            opened.append(name.filename() if isinstance(name, apsw.URIFilename) else str(name))
+            return apsw.VFSFile("", name, flags)
+
+    vfs = Counting()
+    try:
+        with eventckpt.open(db_path, vfs="eventckpt-test-counting") as store:
+            store.stream("t").save({"a": 1})
+        assert str(db_path) in opened and str(db_path) + "-wal" in opened
+    finally:
+        vfs.unregister()
+
+
+def test_unknown_vfs_refused(db_path: Path) -> None:
+    """An unregistered or non-str vfs name is refused before any file is created."""
+    for bad in ("no-such-vfs", 5):
+        with pytest.raises(eventckpt.InvalidArgumentError):
+            eventckpt.open(db_path, vfs=bad)  # type: ignore[arg-type]
+    assert not db_path.exists()
