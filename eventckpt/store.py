@@ -18,6 +18,7 @@ from .errors import InvalidArgumentError, StoreClosedError, StreamInUseError, Ve
 from .integrity import ROOT
 from .journal import DURABILITY, Journal, StreamRow, connect, segments_for
 from .materialize import materialize
+from .paths import encodable
 from .snapshot import SnapshotPolicy, Tracker
 from .stream import CheckpointStore, check_task_id
 
@@ -60,6 +61,14 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     """
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError("path", path, "must be a file path or ':memory:'")
+    try:
+        text = os.fspath(path)
+    except TypeError:
+        text = None
+    if type(text) is not str or not text or "\x00" in text or not encodable(text):
+        # "" would silently open a private temporary database; NUL and lone surrogates reach the
+        # driver as raw ValueError / UnicodeEncodeError
+        raise InvalidArgumentError("path", path, "must be a non-empty str path (no NUL, valid UTF-8) or ':memory:'")
     if durability not in DURABILITY:
         raise InvalidArgumentError("durability", durability, f"must be one of {sorted(DURABILITY)}")
     if snapshots is not None and not isinstance(snapshots, SnapshotPolicy):
@@ -74,7 +83,7 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
         if type(value) is not bool:
             raise InvalidArgumentError(flag, value, "must be a bool")
     codec = Codec(types, allow_nan=allow_nan)
-    journal = connect(os.fspath(path), durability=durability, timeout=timeout, readonly=readonly, vfs=vfs)
+    journal = connect(text, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs)
     return Store(journal, codec, snapshots or SnapshotPolicy(), cache_size)
 
 

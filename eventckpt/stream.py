@@ -21,7 +21,7 @@ from .errors import (
 )
 from .integrity import version_checksum
 from .journal import StreamRow, VersionRow, _CheckpointIdTaken, _VersionTaken, segments_for
-from .paths import addressable, to_text
+from .paths import addressable, encodable, to_text
 from .transaction import Recorded, Transaction, check_number
 
 if TYPE_CHECKING:
@@ -33,8 +33,10 @@ MAX_NAME = 1024
 def check_task_id(task_id: Any) -> str:
     if type(task_id) is not str or not task_id:
         raise InvalidArgumentError("task_id", task_id, "must be a non-empty string")
-    if len(task_id) > MAX_NAME or "\x00" in task_id:
-        raise InvalidArgumentError("task_id", task_id, f"must be at most {MAX_NAME} characters without NUL")
+    if len(task_id) > MAX_NAME or "\x00" in task_id or not encodable(task_id):
+        raise InvalidArgumentError(
+            "task_id", task_id, f"must be at most {MAX_NAME} characters without NUL or lone surrogates"
+        )
     return task_id
 
 
@@ -57,7 +59,7 @@ def _state_dict(values: Any) -> dict[str, Any]:
     for key in state:
         if type(key) is not str or not addressable(key):
             raise InvalidArgumentError(
-                "values", values, f"top-level key {key!r} must be a str without quotes, backslashes or control characters"
+                "values", values, f"top-level key {key!r} must be a str without quotes, backslashes, control characters or lone surrogates"
             )
     return state
 
@@ -121,8 +123,8 @@ class CheckpointStore:
 
     def find(self, checkpoint_id: str, *, as_type: Any = None) -> Checkpoint | None:
         """The checkpoint saved with `checkpoint_id` anywhere in this stream's tree, or None."""
-        if type(checkpoint_id) is not str:
-            raise InvalidArgumentError("checkpoint_id", checkpoint_id, "must be a str")
+        if type(checkpoint_id) is not str or not encodable(checkpoint_id):
+            raise InvalidArgumentError("checkpoint_id", checkpoint_id, "must be a str (valid UTF-8)")
         with self.store._guard() as journal:
             row = journal.stream(self.task_id)
             hit = journal.find_checkpoint_id(row.tree_id, checkpoint_id) if row else None
@@ -419,8 +421,8 @@ def _check_usage(token_usage: Any) -> dict[str, int | float] | None:
         raise InvalidArgumentError("token_usage", token_usage, "must be a mapping of counter name to number")
     out = {}
     for key, n in token_usage.items():
-        if type(key) is not str:
-            raise InvalidArgumentError("token_usage", token_usage, f"counter names are str, not {key!r}")
+        if type(key) is not str or not encodable(key):
+            raise InvalidArgumentError("token_usage", token_usage, f"counter names are str (valid UTF-8), not {key!r}")
         check_number(f"token_usage[{key!r}]", n)
         out[key] = n
     return out
@@ -429,11 +431,15 @@ def _check_usage(token_usage: Any) -> dict[str, int | float] | None:
 def _check_options(*, metadata: Any, name: Any, auto: Any, expected_version: Any, checkpoint_id: Any) -> None:
     if metadata is not None and not (isinstance(metadata, Mapping) and all(type(k) is str for k in metadata)):
         raise InvalidArgumentError("metadata", metadata, "must be a mapping with str keys")
-    if name is not None and (type(name) is not str or len(name) > MAX_NAME):
-        raise InvalidArgumentError("name", name, f"must be a str of at most {MAX_NAME} characters")
+    if name is not None and (type(name) is not str or len(name) > MAX_NAME or not encodable(name)):
+        raise InvalidArgumentError("name", name, f"must be a str of at most {MAX_NAME} characters (valid UTF-8)")
     if type(auto) is not bool:
         raise InvalidArgumentError("auto", auto, "must be a bool")
     if expected_version is not None and (type(expected_version) is not int or expected_version < 0):
         raise InvalidArgumentError("expected_version", expected_version, "must be a non-negative int")
-    if checkpoint_id is not None and (type(checkpoint_id) is not str or not checkpoint_id or len(checkpoint_id) > MAX_NAME):
-        raise InvalidArgumentError("checkpoint_id", checkpoint_id, f"must be a non-empty str of at most {MAX_NAME} characters")
+    if checkpoint_id is not None and (
+        type(checkpoint_id) is not str or not checkpoint_id or len(checkpoint_id) > MAX_NAME or not encodable(checkpoint_id)
+    ):
+        raise InvalidArgumentError(
+            "checkpoint_id", checkpoint_id, f"must be a non-empty str of at most {MAX_NAME} characters (valid UTF-8)"
+        )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidArgumentError
 from .ops import APPEND, DELETE, EXTEND, INCR, SET, TRUNCATE
-from .paths import Path, normalize
+from .paths import Path, encodable, normalize
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
@@ -83,6 +83,8 @@ class Transaction:
     def usage(self, **counters: int | float) -> Transaction:
         """Add to the token-usage counters (cumulative: they start from the previous version's)."""
         for key, n in counters.items():
+            if not encodable(key):
+                raise InvalidArgumentError("usage", key, "counter names must be valid UTF-8")
             check_number(key, n)
             self._usage[key] = self._usage.get(key, 0) + n
         return self

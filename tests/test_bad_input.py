@@ -62,3 +62,45 @@ def test_sql_in_names_is_data(store: eventckpt.Store) -> None:
     assert store.streams() == [name]
     assert task.state() == {"x') OR 1=1 --": 1}
     assert task.latest.metadata == {"'; DELETE FROM versions; --": "v"}
+
+
+SURROGATE = "bad\ud800text"
+SURROGATE_CALLS = {
+    "task_id": lambda store: store.stream(SURROGATE),
+    "fork task_id": lambda store: store.stream("t").fork(task_id=SURROGATE),
+    "delete_stream": lambda store: store.delete_stream(SURROGATE),
+    "top-level key": lambda store: store.stream("t").save({SURROGATE: 1}),
+    "nested key": lambda store: store.stream("t").save({"a": {SURROGATE: 1}}),
+    "value": lambda store: store.stream("t").save({"a": SURROGATE}),
+    "name": lambda store: store.stream("t").save({"a": 1}, name=SURROGATE),
+    "checkpoint_id": lambda store: store.stream("t").save({"a": 1}, checkpoint_id=SURROGATE),
+    "find": lambda store: store.stream("t").find(SURROGATE),
+    "usage key": lambda store: store.stream("t").save({"a": 1}, {SURROGATE: 1}),
+    "metadata key": lambda store: store.stream("t").save({"a": 1}, metadata={SURROGATE: 1}),
+    "transaction path": lambda store: _tx(store, lambda tx: tx.set(("a", SURROGATE), 1)),
+    "transaction usage": lambda store: _tx(store, lambda tx: tx.usage(**{SURROGATE: 1})),
+}
+
+
+def _tx(store: eventckpt.Store, record: Any) -> None:
+    with store.stream("t").transaction() as tx:
+        record(tx)
+
+
+@pytest.mark.parametrize("case", sorted(SURROGATE_CALLS))
+def test_lone_surrogates_refused(store: eventckpt.Store, db_path: Path, case: str) -> None:
+    """A str with a lone surrogate (no UTF-8 form) in any argument raises an eventckpt error, not the driver's."""
+    store.stream("t").save({"a": {"b": 1}})
+    before = journal_rows(db_path)
+    with pytest.raises(eventckpt.EventCkptError):
+        SURROGATE_CALLS[case](store)
+    assert journal_rows(db_path) == before
+
+
+@pytest.mark.parametrize("path", ["", "a\x00b.db", "bad\ud800.db"])
+def test_bad_file_paths_refused(tmp_path: Path, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty path (SQLite's private temp database), a NUL or a lone surrogate in the path is refused."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        eventckpt.open(path)
+    assert list(tmp_path.iterdir()) == []
