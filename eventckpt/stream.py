@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from .errors import (
 from .integrity import version_checksum
 from .journal import StreamRow, VersionRow, _CheckpointIdTaken, _VersionTaken, segments_for
 from .paths import addressable, encodable, to_text
-from .transaction import Recorded, Transaction, check_number
+from .transaction import Recorded, Transaction, check_number, is_number
 
 if TYPE_CHECKING:
     from .store import Head, Store
@@ -356,6 +357,9 @@ class CheckpointStore:
         version = current + 1
         rows, nbytes = _apply_events(store.codec, head, version, produce(head.state), check_paths)
         usage = usage_of(head.usage)
+        for key, n in usage.items():
+            if not is_number(n):  # a sum past 2**63 or to inf: JSON would refuse it, or store null
+                raise InvalidArgumentError("token_usage", {key: n}, "a counter must stay a finite float or 64-bit int")
         usage_text = orjson.dumps(usage).decode() if usage else None
         checksum = version_checksum(head.checksum, version, created, name, auto, meta_text, usage_text, rows)
         try:
@@ -407,11 +411,23 @@ def _apply_events(
                 except SerializationError as exc:
                     raise SerializationError(path + exc.path, exc.reason, exc.type_name) from None
         ops.apply(state, op, path, value)
+        if op == ops.INCR and not codec.allow_nan:
+            _check_sum(state, path)
         size = len(raw) if raw is not None else 0
         total += size
         rows.append((op, to_text(path), raw))
         observe(version, seq, op, path, size, value)
     return rows, total
+
+
+def _check_sum(state: dict[str, Any], path: tuple[Any, ...]) -> None:
+    """An incr must not overflow a float to inf: the state could no longer be encoded, so every later
+    snapshot and state() of the stream would fail."""
+    target: Any = state
+    for key in path:
+        target = target[key]
+    if type(target) is float and not math.isfinite(target):
+        raise SerializationError(path, f"incr makes {target!r}, not a finite number (open the store with allow_nan=True)")
 
 
 def _check_usage(token_usage: Any) -> dict[str, int | float] | None:

@@ -25,8 +25,14 @@ Recorded = tuple[str, Path, Any, "bytes | None"]
 
 
 def check_number(name: str, value: Any) -> None:
-    if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
-        raise InvalidArgumentError(name, value, "must be a finite int or float")
+    """A counter or increment: a finite float, or an int that JSON and SQLite hold exactly (64-bit)."""
+    if not is_number(value):
+        raise InvalidArgumentError(name, value, "must be a finite float or an int within 64 bits")
+
+
+def is_number(value: Any) -> bool:
+    t = type(value)
+    return (t is int and -(2**63) <= value < 2**63) or (t is float and math.isfinite(value))
 
 
 class Transaction:

@@ -104,3 +104,31 @@ def test_bad_file_paths_refused(tmp_path: Path, path: str, monkeypatch: pytest.M
     with pytest.raises(eventckpt.InvalidArgumentError):
         eventckpt.open(path)
     assert list(tmp_path.iterdir()) == []
+
+
+NUMBER_OVERFLOWS = {
+    "usage int past 64 bits": lambda task: task.save({"a": 1}, {"tokens": 2**64}),
+    "incr by int past 64 bits": lambda task: _commit(task, lambda tx: tx.incr("n", 2**70)),
+    "usage sum past 64 bits": lambda task: _commit(task, lambda tx: tx.usage(tokens=2**63 - 1)),
+    "usage sum to inf": lambda task: _commit(task, lambda tx: tx.usage(cost=1.5e308)),
+    "incr to inf": lambda task: _commit(task, lambda tx: tx.incr("f", 1.5e308)),
+}
+
+
+def _commit(task: eventckpt.CheckpointStore, record: Any) -> None:
+    with task.transaction() as tx:
+        record(tx)
+
+
+@pytest.mark.parametrize("case", sorted(NUMBER_OVERFLOWS))
+def test_numbers_that_json_cannot_hold_are_refused(store: eventckpt.Store, db_path: Path, case: str) -> None:
+    """Counters and increments beyond 64-bit ints or finite floats raise an eventckpt error and write nothing."""
+    task = store.stream("t")
+    task.save({"n": 1, "f": 1.5e308}, {"tokens": 1, "cost": 1.5e308})
+    before = journal_rows(db_path)
+    with pytest.raises(eventckpt.EventCkptError):
+        NUMBER_OVERFLOWS[case](task)
+    assert journal_rows(db_path) == before
+    assert task.state() == {"n": 1, "f": 1.5e308} and task.latest.token_usage == {"tokens": 1, "cost": 1.5e308}
+    _commit(task, lambda tx: tx.incr("n"))  # the stream stays writable
+    assert task.state()["n"] == 2
