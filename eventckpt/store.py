@@ -69,7 +69,7 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
         # "" would silently open a private temporary database; NUL and lone surrogates reach the
         # driver as raw ValueError / UnicodeEncodeError
         raise InvalidArgumentError("path", path, "must be a non-empty str path (no NUL, valid UTF-8) or ':memory:'")
-    if durability not in DURABILITY:
+    if type(durability) is not str or durability not in DURABILITY:  # a list or dict is unhashable
         raise InvalidArgumentError("durability", durability, f"must be one of {sorted(DURABILITY)}")
     if snapshots is not None and not isinstance(snapshots, SnapshotPolicy):
         raise InvalidArgumentError("snapshots", snapshots, "must be a SnapshotPolicy")
@@ -82,6 +82,8 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     for flag, value in (("readonly", readonly), ("allow_nan", allow_nan)):
         if type(value) is not bool:
             raise InvalidArgumentError(flag, value, "must be a bool")
+    if isinstance(types, (str, bytes)) or not isinstance(types, Iterable):
+        raise InvalidArgumentError("types", types, "must be an iterable of enum, dataclass or attrs classes")
     codec = Codec(types, allow_nan=allow_nan)
     journal = connect(text, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs)
     return Store(journal, codec, snapshots or SnapshotPolicy(), cache_size)
@@ -137,6 +139,8 @@ class Store:
         """Delete a stream and its history; False when there was none. A stream whose history forks
         still share is kept (StreamInUseError) unless `forks=True`, which deletes them too."""
         check_task_id(task_id)
+        if type(forks) is not bool:
+            raise InvalidArgumentError("forks", forks, "must be a bool")
         with self._guard() as journal:
             with journal.write():
                 row = journal.stream(task_id)

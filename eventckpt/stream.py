@@ -257,6 +257,7 @@ class CheckpointStore:
         Token usage is not rolled back (it counts what was spent); metadata records `rollback_to`.
         """
         _check_version("to", to)
+        _check_options(metadata=metadata, name=name, auto=False, expected_version=expected_version, checkpoint_id=None)
         target = self.state(to)
         return self._commit(lambda head: ops.diff(head, target), False, lambda prev: prev,
                             metadata={**(metadata or {}), "rollback_to": to}, name=name, auto=False,

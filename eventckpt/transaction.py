@@ -82,8 +82,8 @@ class Transaction:
 
     def truncate(self, path: object, length: int) -> Transaction:
         """Keep the first `length` items of the list at `path`."""
-        if type(length) is not int or length < 0:
-            raise InvalidArgumentError("length", length, "must be a non-negative int")
+        if type(length) is not int or not 0 <= length < 2**63:
+            raise InvalidArgumentError("length", length, "must be a non-negative int within 64 bits")
         return self._record(TRUNCATE, path, length, encode=False)
 
     def usage(self, **counters: int | float) -> Transaction:

@@ -132,3 +132,114 @@ def test_numbers_that_json_cannot_hold_are_refused(store: eventckpt.Store, db_pa
     assert task.state() == {"n": 1, "f": 1.5e308} and task.latest.token_usage == {"tokens": 1, "cost": 1.5e308}
     _commit(task, lambda tx: tx.incr("n"))  # the stream stays writable
     assert task.state()["n"] == 2
+
+
+# Every argument of every public method, with the test that says which candidate values are of a valid
+# type for it; every other candidate must raise an eventckpt error and write nothing.
+def _any_int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _opt(pred: Any) -> Any:
+    return lambda v: v is None or pred(v)
+
+
+def _text(v: Any) -> bool:
+    return type(v) is str and v != "" and "\ud800" not in v
+
+
+def _mapping(v: Any) -> bool:
+    return type(v) is dict and all(type(k) is str for k in v)
+
+
+CANDIDATES: list[Any] = [
+    None, True, 0, 1, -1, 2**70, 1.5, float("nan"), "", "x", "\ud800", b"x", [], [1], (), ("x",), {},
+    {"a": 1}, {1: "a"}, object(), int, print,
+]
+ARGUMENTS: dict[str, tuple[Any, Any]] = {
+    "Store.stream(task_id)": (lambda s, v: s.stream(v), _text),
+    "Store.delete_stream(task_id)": (lambda s, v: s.delete_stream(v), _text),
+    "Store.delete_stream(forks)": (lambda s, v: s.delete_stream("t", forks=v), lambda v: type(v) is bool),
+    "get(version)": (lambda s, v: s.stream("t").get(v), _any_int),
+    "get(as_type)": (lambda s, v: s.stream("t").get(1, as_type=v).values, lambda v: v is None or v is int),
+    "find(checkpoint_id)": (lambda s, v: s.stream("t").find(v), lambda v: type(v) is str and "\ud800" not in v),
+    "state(version)": (lambda s, v: s.stream("t").state(v), _opt(_any_int)),
+    "state(as_type)": (lambda s, v: s.stream("t").state(as_type=v), lambda v: v is None),
+    "save(values)": (lambda s, v: s.stream("t").save(v), _mapping),
+    "save(token_usage)": (lambda s, v: s.stream("t").save({"a": 2}, v), _opt(lambda v: v in ({}, {"a": 1}))),
+    "save(metadata)": (lambda s, v: s.stream("t").save({"a": 2}, metadata=v), _opt(lambda v: v in ({}, {"a": 1}))),
+    "save(name)": (lambda s, v: s.stream("t").save({"a": 2}, name=v), _opt(lambda v: type(v) is str and "\ud800" not in v)),
+    "save(auto)": (lambda s, v: s.stream("t").save({"a": 2}, auto=v), lambda v: type(v) is bool),
+    "save(expected_version)": (lambda s, v: s.stream("t").save({"a": 2}, expected_version=v), _opt(lambda v: v == 1)),
+    "save(checkpoint_id)": (lambda s, v: s.stream("t").save({"a": 2}, checkpoint_id=v), _opt(_text)),
+    "transaction(metadata)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.set("a", 2), metadata=v), _opt(lambda v: v in ({}, {"a": 1}))),
+    "transaction(name)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.set("a", 2), name=v), _opt(lambda v: type(v) is str and "\ud800" not in v)),
+    "transaction(auto)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.set("a", 2), auto=v), lambda v: type(v) is bool),
+    "transaction(expected_version)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.set("a", 2), expected_version=v), _opt(lambda v: v == 1)),
+    "transaction(checkpoint_id)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.set("a", 2), checkpoint_id=v), _opt(_text)),
+    "tx.set(path)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.set(v, 2)), lambda v: v in ("", "x", ("x",))),
+    "tx.set(value)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.set("a", v)), lambda v: v is not object and type(v) not in (object, type(print)) and v is not int and not (type(v) is float and v != v) and v != "\ud800"),
+    "tx.delete(path)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.delete(v)), lambda v: False),
+    "tx.append(path)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.append(v, 1)), lambda v: v in ("", "x", ("x",))),
+    "tx.extend(items)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.extend("l", v)), lambda v: type(v) in (list, tuple)),
+    "tx.incr(n)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.incr("a", v)), lambda v: v in (0, 1, -1, 1.5) and type(v) is not bool),
+    "tx.truncate(length)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.truncate("l", v)), lambda v: v in (0, 1) and type(v) is int),
+    "tx.usage(counter)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.usage(tokens=v)), lambda v: v in (0, 1, -1, 1.5) and type(v) is not bool),
+    "rollback(to)": (lambda s, v: s.stream("t").rollback(v), lambda v: v in (0, 1) and type(v) is int),
+    "rollback(metadata)": (lambda s, v: s.stream("t").rollback(1, metadata=v), _opt(lambda v: v in ({}, {"a": 1}))),
+    "rollback(name)": (lambda s, v: s.stream("t").rollback(1, name=v), _opt(lambda v: type(v) is str and "\ud800" not in v)),
+    "rollback(expected_version)": (lambda s, v: s.stream("t").rollback(1, expected_version=v), _opt(lambda v: v == 1)),
+    "fork(at)": (lambda s, v: s.stream("t").fork(at=v, task_id="f"), _opt(lambda v: v == 1 and type(v) is int)),
+    "fork(task_id)": (lambda s, v: s.stream("t").fork(task_id=v), _opt(lambda v: _text(v) and v != "t")),
+}
+WRONG_TYPE_CASES = [(name, i) for name in ARGUMENTS for i, value in enumerate(CANDIDATES) if not ARGUMENTS[name][1](value)]
+
+
+def _commit(task: eventckpt.CheckpointStore, record: Any, **options: Any) -> None:  # noqa: F811
+    with task.transaction(**options) as tx:
+        record(tx)
+
+
+@pytest.mark.parametrize(("argument", "index"), WRONG_TYPE_CASES)
+def test_wrong_types_for_every_argument(tmp_path: Path, argument: str, index: int) -> None:
+    """A value of the wrong type for any argument of any public method raises an eventckpt error and writes nothing."""
+    path = tmp_path / "w.db"
+    with eventckpt.open(path) as store:
+        store.stream("t").save({"a": 1, "l": [1, 2]})
+        before = journal_rows(path)
+        call, _ = ARGUMENTS[argument]
+        with pytest.raises(eventckpt.EventCkptError):
+            call(store, CANDIDATES[index])
+        assert journal_rows(path) == before
+        assert store.stream("t").state() == {"a": 1, "l": [1, 2]}
+
+
+OPEN_ARGUMENTS: dict[str, Any] = {
+    "durability": lambda v: v in ("normal", "full"),
+    "snapshots": lambda v: v is None,
+    "timeout": lambda v: type(v) in (int, float) and 0 <= v < 86400,
+    "readonly": lambda v: type(v) is bool,
+    "types": lambda v: type(v) in (list, tuple, dict) and not v,
+    "allow_nan": lambda v: type(v) is bool,
+    "cache_size": lambda v: type(v) is int and v >= 1,
+    "vfs": lambda v: v is None,
+}
+OPEN_CASES = [(name, i) for name in OPEN_ARGUMENTS for i, value in enumerate(CANDIDATES) if not OPEN_ARGUMENTS[name](value)]
+
+
+@pytest.mark.parametrize(("argument", "index"), OPEN_CASES)
+def test_wrong_types_for_every_open_argument(tmp_path: Path, argument: str, index: int) -> None:
+    """A value of the wrong type for any keyword of open() raises an eventckpt error and creates no file."""
+    with pytest.raises(eventckpt.EventCkptError):
+        eventckpt.open(tmp_path / "o.db", **{argument: CANDIDATES[index]})
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("field", ["tail_ratio", "min_tail_bytes", "event_overhead", "share_min_bytes", "enabled"])
+def test_wrong_snapshot_policy_fields(field: str) -> None:
+    """SnapshotPolicy refuses negative, non-finite and wrongly typed fields."""
+    for value in ("1", -1, float("nan"), float("inf"), None if field != "share_min_bytes" else 1.5):
+        if field == "enabled" and value in (-1,):
+            continue
+        with pytest.raises(eventckpt.InvalidArgumentError):
+            eventckpt.SnapshotPolicy(**{field: value})
