@@ -17,10 +17,13 @@ from .codec import Codec
 from .errors import InvalidArgumentError, StoreClosedError, StreamInUseError, VersionNotFoundError
 from .integrity import ROOT
 from .journal import DURABILITY, Journal, StreamRow, connect, segments_for
-from .materialize import materialize
+from .materialize import materialize, replay
 from .paths import encodable
 from .snapshot import SnapshotPolicy, Tracker
 from .stream import CheckpointStore, check_task_id
+
+
+CATCH_UP = 256  # a cached head at most this many versions behind is replayed forward, not restored
 
 
 @dataclass(slots=True)
@@ -211,9 +214,11 @@ class Store:
         return row, self._head(row, current)
 
     def _head(self, row: StreamRow, version: int) -> Head:
-        """The head state for writing at `version` (from the cache, else restored)."""
+        """The head state for writing at `version` (from the cache, caught up, or restored)."""
         head = self._heads.get(row.id)
-        if head is not None and head.version == version:
+        if head is not None and head.version <= version <= head.version + CATCH_UP:
+            if head.version < version:
+                self._catch_up(row, head, version)
             self._heads.move_to_end(row.id)
             return head
         if version == 0:
@@ -234,11 +239,30 @@ class Store:
             self._rows = {n: r for n, r in self._rows.items() if r.id != evicted.stream_id}
         return head
 
+    def _catch_up(self, row: StreamRow, head: Head, version: int) -> None:
+        """Bring a cached head forward to `version` by replaying the versions another connection
+        committed since (versions are immutable, so the cached state plus their events is exact).
+        This keeps a save O(change) when processes take turns on one stream; a full restore would
+        cost O(state) each time."""
+        try:
+            with self._journal.read():
+                segments = segments_for(self._chain(row), version)
+                replay(self.codec, head.state, self._journal.tail(segments, head.version), head.tracker)
+                owner = next(s for s in segments if s.lo <= version <= s.hi)
+                vrow = self._journal.version_row(owner.stream_id, version)
+            if vrow is None:
+                raise VersionNotFoundError(row.name, version, version)
+        except BaseException:
+            self._heads.pop(row.id, None)  # half caught up: never reuse it
+            raise
+        head.version, head.checksum = version, vrow.checksum
+        head.usage = orjson.loads(vrow.usage) if vrow.usage else {}
+
     def _state_at(self, row: StreamRow, version: int) -> dict[str, Any]:
         """A fresh copy of the state at `version` (the caller owns it)."""
         head = self._heads.get(row.id)
-        if head is not None and head.version == version:
-            return self.codec.copy(head.state)
+        if head is not None and head.version <= version <= head.version + CATCH_UP:
+            return self.codec.copy(self._head(row, version).state)
         state, _ = materialize(self._journal, self.codec, self._chain(row), version, self.policy)
         return state
 

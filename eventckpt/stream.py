@@ -320,6 +320,9 @@ class CheckpointStore:
                 except _Stale:
                     journal.rollback()
                     continue
+                except ConflictError:  # raised before anything was applied, or after forgetting the head
+                    journal.rollback()
+                    raise
                 except BaseException:
                     journal.rollback()
                     store._forget(None, self.task_id)
@@ -351,8 +354,7 @@ class CheckpointStore:
         assert head is not None
         current = head.version
         if expected_version is not None and expected_version != current:
-            if trust:
-                store._forget(row.id, self.task_id)
+            if trust:  # nothing is applied yet: the cached head stays, to be caught up under the lock
                 raise _Stale()
             raise ConflictError(self.task_id, expected_version, current)
         version = current + 1
