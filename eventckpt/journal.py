@@ -7,6 +7,7 @@ eventckpt's errors here and nowhere else. Caller strings only ever travel as bou
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -183,7 +184,12 @@ def _identity(conn: apsw.Connection, path: str) -> tuple[int, int, bool]:
         raise errors.ForeignFileError(path, "a SQLite database that is not an eventckpt store")
     if user_version > SCHEMA_VERSION:
         raise errors.NewerSchemaError(path, user_version, SCHEMA_VERSION)
-    return app_id, user_version, objects == 0 and app_id == 0
+    fresh = objects == 0 and app_id == 0
+    if fresh and path != ":memory:" and os.path.isfile(path) and os.path.getsize(path) > 0:
+        # SQLite reads a 1-byte file as an empty database: it is someone's data, not a fresh store
+        if conn.execute("PRAGMA page_count").fetchall()[0][0] == 0:
+            raise errors.ForeignFileError(path, "not a SQLite database (or an encrypted one)")
+    return app_id, user_version, fresh
 
 
 class Journal:

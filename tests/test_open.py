@@ -218,3 +218,23 @@ def test_unknown_vfs_refused(db_path: Path) -> None:
         with pytest.raises(eventckpt.InvalidArgumentError):
             eventckpt.open(db_path, vfs=bad)  # type: ignore[arg-type]
     assert not db_path.exists()
+
+
+@pytest.mark.parametrize("content", [b"x", b"\n", b"\x00"])
+def test_one_byte_file_refused_untouched(tmp_path: Path, content: bytes) -> None:
+    """A 1-byte file (which SQLite reads as an empty database) is someone's data: refused, not overwritten."""
+    path = tmp_path / "note.db"
+    path.write_bytes(content)
+    with pytest.raises(eventckpt.ForeignFileError):
+        eventckpt.open(path)
+    assert path.read_bytes() == content
+
+
+def test_empty_file_becomes_a_store(tmp_path: Path) -> None:
+    """A 0-byte file (e.g. made by touch) is an empty database and becomes a store."""
+    path = tmp_path / "touched.db"
+    path.touch()
+    with eventckpt.open(path) as store:
+        store.stream("t").save({"a": 1})
+    with eventckpt.open(path) as store:
+        assert store.stream("t").state() == {"a": 1}
