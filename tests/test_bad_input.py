@@ -243,3 +243,143 @@ def test_wrong_snapshot_policy_fields(field: str) -> None:
             continue
         with pytest.raises(eventckpt.InvalidArgumentError):
             eventckpt.SnapshotPolicy(**{field: value})
+
+
+# -- unstorable values through every channel (test_codec.py covers save(values)) -------------------
+
+
+def _unstorable() -> dict[str, Any]:
+    from .test_codec import BAD, _deep
+
+    return {**{k: v for k, v in BAD.items()}, "deep_100k": lambda: _deep(100_000)}
+
+
+CHANNELS: dict[str, Any] = {
+    "tx.set": lambda task, v: _commit(task, lambda tx: tx.set("x", v)),
+    "tx.set nested": lambda task, v: _commit(task, lambda tx: tx.set(("d", "k"), v)),
+    "tx.append": lambda task, v: _commit(task, lambda tx: tx.append("l", v)),
+    "tx.extend": lambda task, v: _commit(task, lambda tx: tx.extend("l", [1, v])),
+    "save nested": lambda task, v: task.save({"d": {"k": [1, {"v": v}]}, "l": [1, 2]}),
+    "metadata": lambda task, v: task.save({"d": {"k": 2}}, metadata={"m": v}),
+    "rollback metadata": lambda task, v: task.rollback(1, metadata={"m": v}),
+    "transaction metadata": lambda task, v: _commit(task, lambda tx: tx.set("x", 1), metadata={"m": v}),
+}
+
+
+@pytest.mark.parametrize("channel", sorted(CHANNELS))
+@pytest.mark.parametrize("kind", sorted(_unstorable()))
+def test_unstorable_values_through_every_channel(store: eventckpt.Store, db_path: Path, channel: str, kind: str) -> None:
+    """Unserializable values, NaN/inf, cycles and 100 000-deep nesting raise SerializationError through
+    transactions, nested saves and metadata alike; no row changes and the stream stays writable."""
+    task = store.stream("t")
+    task.save({"d": {"k": 1}, "l": [1, 2]})
+    before = journal_rows(db_path)
+    with pytest.raises(eventckpt.SerializationError):
+        CHANNELS[channel](task, _unstorable()[kind]())
+    assert journal_rows(db_path) == before
+    assert task.state() == {"d": {"k": 1}, "l": [1, 2]}
+    _commit(task, lambda tx: tx.append("l", 3))
+    assert task.state() == {"d": {"k": 1}, "l": [1, 2, 3]}
+
+
+def test_deep_path_refused(store: eventckpt.Store, db_path: Path) -> None:
+    """A transaction path 100 000 keys deep raises PathError (no recursion error) and writes nothing."""
+    task = store.stream("t")
+    task.save({"a": {}})
+    before = journal_rows(db_path)
+    with pytest.raises(eventckpt.PathError):
+        _commit(task, lambda tx: tx.set(("a",) + ("b",) * 100_000, 1))
+    assert journal_rows(db_path) == before
+
+
+# -- sizes: a 50 MB value is accepted; beyond the engine's limit is refused -----------------------
+
+
+def test_fifty_megabyte_value_round_trips(tmp_path: Path) -> None:
+    """A 50 MB value is accepted (values are limited only by SQLite's string limit, 1 GB by default) and
+    restores exactly, also after reopening; saving it again unchanged costs no new copy."""
+    path = tmp_path / "big.db"
+    big = "x" * 50_000_000
+    with eventckpt.open(path) as store:
+        task = store.stream("t")
+        task.save({"small": 1})
+        task.save({"small": 1, "big": big})
+        task.save({"small": 2, "big": big})
+    with eventckpt.open(path) as store:
+        assert store.stream("t").state(2)["big"] == big and store.stream("t").state() == {"small": 2, "big": big}
+    event_bytes = {row[1]: row[8] for row in journal_rows(path)["versions"]}  # version -> event_bytes
+    assert event_bytes[2] > len(big) and event_bytes[3] < 10  # the unchanged value is not stored again
+
+
+@pytest.mark.parametrize("how", ["save", "transaction", "metadata"])
+def test_value_over_the_engine_limit_refused(db_path: Path, how: str) -> None:
+    """A value longer than the engine's length limit (lowered to 1 MB here) raises StorageError, no row
+    changes, and the stream stays writable."""
+    import apsw
+
+    with eventckpt.open(db_path) as store:
+        task = store.stream("t")
+        task.save({"a": 1})
+        store._journal.conn.limit(apsw.SQLITE_LIMIT_LENGTH, 1_000_000)
+        before = journal_rows(db_path)
+        big = "y" * 2_000_000
+        with pytest.raises(eventckpt.StorageError, match="too big"):
+            if how == "save":
+                task.save({"a": 1, "big": big})
+            elif how == "transaction":
+                _commit(task, lambda tx: tx.set("big", big))
+            else:
+                task.save({"a": 2}, metadata={"note": big})
+        assert journal_rows(db_path) == before
+        task.save({"a": 2})
+        assert task.state() == {"a": 2} and task.version == 2
+
+
+# -- versions: negative, zero and future ----------------------------------------------------------
+
+VERSION_CALLS: dict[str, Any] = {
+    "get": lambda task, v: task.get(v),
+    "state": lambda task, v: task.state(v),
+    "fork at": lambda task, v: task.fork(at=v),
+    "rollback to": lambda task, v: task.rollback(v),
+    "save expected_version": lambda task, v: task.save({"a": 9}, expected_version=v),
+    "transaction expected_version": lambda task, v: _commit(task, lambda tx: tx.set("a", 9), expected_version=v),
+    "rollback expected_version": lambda task, v: task.rollback(1, expected_version=v),
+}
+
+
+@pytest.mark.parametrize("version", [-(2**70), -1, 0, 3, 4, 2**63, 2**70])
+@pytest.mark.parametrize("call", sorted(VERSION_CALLS))
+def test_negative_zero_and_future_versions(store: eventckpt.Store, db_path: Path, call: str, version: int) -> None:
+    """A version that does not exist (negative, future, beyond 64 bits) raises VersionNotFoundError,
+    ConflictError or InvalidArgumentError and writes nothing. Version 0 is the empty state: state(0) is
+    {} and rollback(0) appends an empty version; get(0) and fork(at=0) refuse it."""
+    task = store.stream("t")
+    task.save({"a": 1})
+    task.save({"a": 2})
+    before = journal_rows(db_path)
+    if version == 0 and call == "state":
+        assert task.state(0) == {}
+    elif version == 0 and call == "rollback to":
+        assert task.rollback(0).version == 3 and task.state() == {}
+        return
+    else:
+        with pytest.raises((eventckpt.VersionNotFoundError, eventckpt.ConflictError, eventckpt.InvalidArgumentError)):
+            VERSION_CALLS[call](task, version)
+    assert journal_rows(db_path) == before
+
+
+@pytest.mark.parametrize("name", ["", "x" * 1025, "y" * 100_000])
+def test_empty_and_huge_names_everywhere(store: eventckpt.Store, db_path: Path, name: str) -> None:
+    """Empty and over-long stream names are refused by fork, delete_stream and stream alike; a 1024-character
+    name is the longest accepted."""
+    task = store.stream("t")
+    task.save({"a": 1})
+    before = journal_rows(db_path)
+    for call in (lambda: store.stream(name), lambda: task.fork(task_id=name), lambda: store.delete_stream(name)):
+        with pytest.raises(eventckpt.InvalidArgumentError):
+            call()
+    assert journal_rows(db_path) == before
+    longest = "z" * 1024
+    task.fork(task_id=longest).save({"b": 2})
+    assert store.stream(longest).state() == {"b": 2}
