@@ -88,9 +88,6 @@ class FaultVFS(apsw.VFS):
         for file in self.files:
             file.power_cut(rng, keep)
 
-    def unregister(self) -> None:  # the name can be registered again by the next test
-        super().unregister()
-
 
 class FaultFile(apsw.VFSFile):
     """One open file of a FaultVFS."""

@@ -32,9 +32,10 @@ def finish(proc: subprocess.Popen[bytes]) -> dict[str, int]:
     return orjson.loads(out)
 
 
-def run_with_readers(db: Path, writers: list[subprocess.Popen[bytes]], streams: list[str]) -> list[dict[str, int]]:
+def run_with_readers(db: Path, writers: list[tuple[str, str, int, int]], streams: list[str]) -> list[dict[str, int]]:
+    """Start readers, then the writers (role, stream, writer, count); wait for the writers, stop the readers."""
     readers = [start("reader", db, stream) for stream in streams]
-    results = [finish(p) for p in writers]
+    results = [finish(p) for p in [start(role, db, stream, i, n) for role, stream, i, n in writers]]
     Path(str(db) + ".stop").touch()
     reads = [finish(p)["reads"] for p in readers]
     assert all(n > 0 for n in reads), f"a reader never saw a version: {reads}"
@@ -46,7 +47,7 @@ def test_optimistic_writers_on_one_stream_end_dense(tmp_path: Path) -> None:
     ConflictError) while 2 readers read: exactly 4000 dense versions, every save exactly once, in order."""
     db = tmp_path / "shared.db"
     eventckpt.open(db).close()
-    writers = [start("save" if i % 2 else "tx", db, "shared", i, SAVES) for i in range(PROCESSES)]
+    writers = [("save" if i % 2 else "tx", "shared", i, SAVES) for i in range(PROCESSES)]
     results = run_with_readers(db, writers, ["shared", "shared"])
     total = PROCESSES * SAVES
     with eventckpt.open(db) as store:
@@ -85,5 +86,4 @@ def test_readers_during_writes_see_whole_versions(tmp_path: Path) -> None:
     """Readers in other processes, reading while 4 writers save to their streams, only ever see whole versions."""
     db = tmp_path / "read.db"
     eventckpt.open(db).close()
-    writers = [start("plain", db, f"s{i}", i, OWN_SAVES) for i in range(4)]
-    run_with_readers(db, writers, ["s0", "s1", "s2"])
+    run_with_readers(db, [("plain", f"s{i}", i, OWN_SAVES) for i in range(4)], ["s0", "s1", "s2"])
