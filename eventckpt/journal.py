@@ -7,6 +7,7 @@ eventckpt's errors here and nowhere else. Caller strings only ever travel as bou
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -127,12 +128,20 @@ def translate(exc: apsw.Error, where: str) -> errors.EventCkptError:
 # -- opening --------------------------------------------------------------------------------------
 
 
-def connect(path: str, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False) -> Journal:
-    """Open (creating when allowed) an eventckpt file. A foreign or newer file is refused untouched."""
+def connect(
+    path: str, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False, vfs: str | None = None
+) -> Journal:
+    """Open (creating when allowed) an eventckpt file. A foreign or newer file is refused untouched.
+
+    `vfs` names a registered SQLite VFS (an apsw.VFS subclass, e.g. a fault-injecting one in tests);
+    None is SQLite's default.
+    """
     memory = path == ":memory:"
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    if vfs is not None and vfs not in apsw.vfs_names():
+        raise errors.InvalidArgumentError("vfs", vfs, f"is not a registered SQLite VFS {apsw.vfs_names()}")
     try:
-        conn = apsw.Connection(path, flags=flags)
+        conn = apsw.Connection(path, flags=flags, vfs=vfs)
     except apsw.Error as exc:
         raise translate(exc, f"opening {path}") from None
     try:
@@ -175,7 +184,12 @@ def _identity(conn: apsw.Connection, path: str) -> tuple[int, int, bool]:
         raise errors.ForeignFileError(path, "a SQLite database that is not an eventckpt store")
     if user_version > SCHEMA_VERSION:
         raise errors.NewerSchemaError(path, user_version, SCHEMA_VERSION)
-    return app_id, user_version, objects == 0 and app_id == 0
+    fresh = objects == 0 and app_id == 0
+    if fresh and path != ":memory:" and os.path.isfile(path) and os.path.getsize(path) > 0:
+        # SQLite reads a 1-byte file as an empty database: it is someone's data, not a fresh store
+        if conn.execute("PRAGMA page_count").fetchall()[0][0] == 0:
+            raise errors.ForeignFileError(path, "not a SQLite database (or an encrypted one)")
+    return app_id, user_version, fresh
 
 
 class Journal:

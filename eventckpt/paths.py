@@ -17,7 +17,8 @@ Key = Union[str, int]
 Path = tuple[Key, ...]
 
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_UNADDRESSABLE = re.compile(r'["\\\x00-\x1f\x7f]')
+_UNADDRESSABLE = re.compile(r'["\\\x00-\x1f\x7f\ud800-\udfff]')  # lone surrogates are not UTF-8
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _TEXT_CACHE: dict[Path, str] = {}
 _PATH_CACHE: dict[str, Path] = {}
 _CACHE_LIMIT = 50_000
@@ -26,6 +27,12 @@ _CACHE_LIMIT = 50_000
 def addressable(key: str) -> bool:
     """Whether a dict key can appear in a stored path."""
     return _UNADDRESSABLE.search(key) is None
+
+
+def encodable(text: str) -> bool:
+    """Whether a str can be stored as text: a lone surrogate has no UTF-8 form, and the driver would
+    raise a raw UnicodeEncodeError at the first query that binds it."""
+    return _SURROGATE.search(text) is None
 
 
 def to_text(path: Path) -> str:
@@ -45,7 +52,7 @@ def to_text(path: Path) -> str:
             elif addressable(key):
                 parts.append(f'."{key}"')
             else:
-                raise PathError(path, f"key {key!r} holds a quote, backslash or control character")
+                raise PathError(path, f"key {key!r} holds a quote, backslash, control character or lone surrogate")
         else:
             raise PathError(path, f"a path holds str keys and int indices, not {type(key).__name__}")
     text = "".join(parts)
@@ -119,7 +126,7 @@ def _normalize(path: object) -> Path:
     for key in parts:
         if type(key) is str:
             if not addressable(key):
-                raise PathError(parts, f"key {key!r} holds a quote, backslash or control character")
+                raise PathError(parts, f"key {key!r} holds a quote, backslash, control character or lone surrogate")
         elif type(key) is not int:
             raise PathError(parts, f"a path holds str keys and int indices, not {type(key).__name__}")
     return parts  # type: ignore[return-value]

@@ -17,6 +17,7 @@ that only grows is never copied into snapshots at all.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -43,8 +44,10 @@ class SnapshotPolicy:
     def __post_init__(self) -> None:
         for name in ("tail_ratio", "min_tail_bytes", "event_overhead"):
             value = getattr(self, name)
-            if type(value) not in (int, float) or value < 0:
-                raise InvalidArgumentError(name, value, "must be a non-negative number")
+            if type(value) not in (int, float) or not 0 <= value < math.inf:  # NaN fails too
+                raise InvalidArgumentError(name, value, "must be a finite non-negative number")
+        if type(self.enabled) is not bool:
+            raise InvalidArgumentError("enabled", self.enabled, "must be a bool")
         if self.share_min_bytes is not None and (type(self.share_min_bytes) is not int or self.share_min_bytes < 0):
             raise InvalidArgumentError("share_min_bytes", self.share_min_bytes, "must be None or a non-negative int")
 

@@ -17,9 +17,13 @@ from .codec import Codec
 from .errors import InvalidArgumentError, StoreClosedError, StreamInUseError, VersionNotFoundError
 from .integrity import ROOT
 from .journal import DURABILITY, Journal, StreamRow, connect, segments_for
-from .materialize import materialize
+from .materialize import materialize, replay
+from .paths import encodable
 from .snapshot import SnapshotPolicy, Tracker
 from .stream import CheckpointStore, check_task_id
+
+
+CATCH_UP = 256  # a cached head at most this many versions behind is replayed forward, not restored
 
 
 @dataclass(slots=True)
@@ -44,6 +48,7 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     types: Iterable[type] = (),
     allow_nan: bool = False,
     cache_size: int = 64,
+    vfs: str | None = None,
 ) -> Store:
     """Open (or create) the eventckpt store in the file at `path` (or ":memory:").
 
@@ -54,10 +59,20 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     types: enums, dataclasses and attrs classes that stored data may decode into.
     allow_nan: store NaN and infinities instead of refusing them.
     cache_size: how many streams' head states stay in memory.
+    vfs: the name of a registered SQLite VFS to open the file through (None: SQLite's default); how
+        tests simulate power loss, a full disk or a read-only file.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgumentError("path", path, "must be a file path or ':memory:'")
-    if durability not in DURABILITY:
+    try:
+        text = os.fspath(path)
+    except TypeError:
+        text = None
+    if type(text) is not str or not text or "\x00" in text or not encodable(text):
+        # "" would silently open a private temporary database; NUL and lone surrogates reach the
+        # driver as raw ValueError / UnicodeEncodeError
+        raise InvalidArgumentError("path", path, "must be a non-empty str path (no NUL, valid UTF-8) or ':memory:'")
+    if type(durability) is not str or durability not in DURABILITY:  # a list or dict is unhashable
         raise InvalidArgumentError("durability", durability, f"must be one of {sorted(DURABILITY)}")
     if snapshots is not None and not isinstance(snapshots, SnapshotPolicy):
         raise InvalidArgumentError("snapshots", snapshots, "must be a SnapshotPolicy")
@@ -65,11 +80,15 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
         raise InvalidArgumentError("timeout", timeout, "must be a number of seconds (0 to 86400)")
     if type(cache_size) is not int or cache_size < 1:
         raise InvalidArgumentError("cache_size", cache_size, "must be a positive int")
+    if vfs is not None and type(vfs) is not str:
+        raise InvalidArgumentError("vfs", vfs, "must be None or the name of a registered SQLite VFS")
     for flag, value in (("readonly", readonly), ("allow_nan", allow_nan)):
         if type(value) is not bool:
             raise InvalidArgumentError(flag, value, "must be a bool")
+    if isinstance(types, (str, bytes)) or not isinstance(types, Iterable):
+        raise InvalidArgumentError("types", types, "must be an iterable of enum, dataclass or attrs classes")
     codec = Codec(types, allow_nan=allow_nan)
-    journal = connect(os.fspath(path), durability=durability, timeout=timeout, readonly=readonly)
+    journal = connect(text, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs)
     return Store(journal, codec, snapshots or SnapshotPolicy(), cache_size)
 
 
@@ -123,6 +142,8 @@ class Store:
         """Delete a stream and its history; False when there was none. A stream whose history forks
         still share is kept (StreamInUseError) unless `forks=True`, which deletes them too."""
         check_task_id(task_id)
+        if type(forks) is not bool:
+            raise InvalidArgumentError("forks", forks, "must be a bool")
         with self._guard() as journal:
             with journal.write():
                 row = journal.stream(task_id)
@@ -193,9 +214,11 @@ class Store:
         return row, self._head(row, current)
 
     def _head(self, row: StreamRow, version: int) -> Head:
-        """The head state for writing at `version` (from the cache, else restored)."""
+        """The head state for writing at `version` (from the cache, caught up, or restored)."""
         head = self._heads.get(row.id)
-        if head is not None and head.version == version:
+        if head is not None and head.version <= version <= head.version + CATCH_UP:
+            if head.version < version:
+                self._catch_up(row, head, version)
             self._heads.move_to_end(row.id)
             return head
         if version == 0:
@@ -216,11 +239,30 @@ class Store:
             self._rows = {n: r for n, r in self._rows.items() if r.id != evicted.stream_id}
         return head
 
+    def _catch_up(self, row: StreamRow, head: Head, version: int) -> None:
+        """Bring a cached head forward to `version` by replaying the versions another connection
+        committed since (versions are immutable, so the cached state plus their events is exact).
+        This keeps a save O(change) when processes take turns on one stream; a full restore would
+        cost O(state) each time."""
+        try:
+            with self._journal.read():
+                segments = segments_for(self._chain(row), version)
+                replay(self.codec, head.state, self._journal.tail(segments, head.version), head.tracker)
+                owner = next(s for s in segments if s.lo <= version <= s.hi)
+                vrow = self._journal.version_row(owner.stream_id, version)
+            if vrow is None:
+                raise VersionNotFoundError(row.name, version, version)
+        except BaseException:
+            self._heads.pop(row.id, None)  # half caught up: never reuse it
+            raise
+        head.version, head.checksum = version, vrow.checksum
+        head.usage = orjson.loads(vrow.usage) if vrow.usage else {}
+
     def _state_at(self, row: StreamRow, version: int) -> dict[str, Any]:
         """A fresh copy of the state at `version` (the caller owns it)."""
         head = self._heads.get(row.id)
-        if head is not None and head.version == version:
-            return self.codec.copy(head.state)
+        if head is not None and head.version <= version <= head.version + CATCH_UP:
+            return self.codec.copy(self._head(row, version).state)
         state, _ = materialize(self._journal, self.codec, self._chain(row), version, self.policy, track=False)
         return state
 

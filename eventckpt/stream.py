@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +22,8 @@ from .errors import (
 )
 from .integrity import version_checksum
 from .journal import StreamRow, VersionRow, _CheckpointIdTaken, _VersionTaken, segments_for
-from .paths import addressable, to_text
-from .transaction import Recorded, Transaction, check_number
+from .paths import addressable, encodable, to_text
+from .transaction import Recorded, Transaction, check_number, is_number
 
 if TYPE_CHECKING:
     from .store import Head, Store
@@ -33,8 +34,10 @@ MAX_NAME = 1024
 def check_task_id(task_id: Any) -> str:
     if type(task_id) is not str or not task_id:
         raise InvalidArgumentError("task_id", task_id, "must be a non-empty string")
-    if len(task_id) > MAX_NAME or "\x00" in task_id:
-        raise InvalidArgumentError("task_id", task_id, f"must be at most {MAX_NAME} characters without NUL")
+    if len(task_id) > MAX_NAME or "\x00" in task_id or not encodable(task_id):
+        raise InvalidArgumentError(
+            "task_id", task_id, f"must be at most {MAX_NAME} characters without NUL or lone surrogates"
+        )
     return task_id
 
 
@@ -57,7 +60,7 @@ def _state_dict(values: Any) -> dict[str, Any]:
     for key in state:
         if type(key) is not str or not addressable(key):
             raise InvalidArgumentError(
-                "values", values, f"top-level key {key!r} must be a str without quotes, backslashes or control characters"
+                "values", values, f"top-level key {key!r} must be a str without quotes, backslashes, control characters or lone surrogates"
             )
     return state
 
@@ -121,8 +124,8 @@ class CheckpointStore:
 
     def find(self, checkpoint_id: str, *, as_type: Any = None) -> Checkpoint | None:
         """The checkpoint saved with `checkpoint_id` anywhere in this stream's tree, or None."""
-        if type(checkpoint_id) is not str:
-            raise InvalidArgumentError("checkpoint_id", checkpoint_id, "must be a str")
+        if type(checkpoint_id) is not str or not encodable(checkpoint_id):
+            raise InvalidArgumentError("checkpoint_id", checkpoint_id, "must be a str (valid UTF-8)")
         with self.store._guard() as journal:
             row = journal.stream(self.task_id)
             hit = journal.find_checkpoint_id(row.tree_id, checkpoint_id) if row else None
@@ -254,6 +257,7 @@ class CheckpointStore:
         Token usage is not rolled back (it counts what was spent); metadata records `rollback_to`.
         """
         _check_version("to", to)
+        _check_options(metadata=metadata, name=name, auto=False, expected_version=expected_version, checkpoint_id=None)
         target = self.state(to)
         return self._commit(lambda head: ops.diff(head, target), False, lambda prev: prev,
                             metadata={**(metadata or {}), "rollback_to": to}, name=name, auto=False,
@@ -316,6 +320,9 @@ class CheckpointStore:
                 except _Stale:
                     journal.rollback()
                     continue
+                except ConflictError:  # raised before anything was applied, or after forgetting the head
+                    journal.rollback()
+                    raise
                 except BaseException:
                     journal.rollback()
                     store._forget(None, self.task_id)
@@ -347,13 +354,15 @@ class CheckpointStore:
         assert head is not None
         current = head.version
         if expected_version is not None and expected_version != current:
-            if trust:
-                store._forget(row.id, self.task_id)
+            if trust:  # nothing is applied yet: the cached head stays, to be caught up under the lock
                 raise _Stale()
             raise ConflictError(self.task_id, expected_version, current)
         version = current + 1
         rows, nbytes = _apply_events(store.codec, head, version, produce(head.state), check_paths)
         usage = usage_of(head.usage)
+        for key, n in usage.items():
+            if not is_number(n):  # a sum past 2**63 or to inf: JSON would refuse it, or store null
+                raise InvalidArgumentError("token_usage", {key: n}, "a counter must stay a finite float or 64-bit int")
         usage_text = orjson.dumps(usage).decode() if usage else None
         checksum = version_checksum(head.checksum, version, created, name, auto, meta_text, usage_text, rows)
         try:
@@ -405,11 +414,23 @@ def _apply_events(
                 except SerializationError as exc:
                     raise SerializationError(path + exc.path, exc.reason, exc.type_name) from None
         ops.apply(state, op, path, value)
+        if op == ops.INCR and not codec.allow_nan:
+            _check_sum(state, path)
         size = len(raw) if raw is not None else 0
         total += size
         rows.append((op, to_text(path), raw))
         observe(version, seq, op, path, size, value)
     return rows, total
+
+
+def _check_sum(state: dict[str, Any], path: tuple[Any, ...]) -> None:
+    """An incr must not overflow a float to inf: the state could no longer be encoded, so every later
+    snapshot and state() of the stream would fail."""
+    target: Any = state
+    for key in path:
+        target = target[key]
+    if type(target) is float and not math.isfinite(target):
+        raise SerializationError(path, f"incr makes {target!r}, not a finite number (open the store with allow_nan=True)")
 
 
 def _check_usage(token_usage: Any) -> dict[str, int | float] | None:
@@ -419,8 +440,8 @@ def _check_usage(token_usage: Any) -> dict[str, int | float] | None:
         raise InvalidArgumentError("token_usage", token_usage, "must be a mapping of counter name to number")
     out = {}
     for key, n in token_usage.items():
-        if type(key) is not str:
-            raise InvalidArgumentError("token_usage", token_usage, f"counter names are str, not {key!r}")
+        if type(key) is not str or not encodable(key):
+            raise InvalidArgumentError("token_usage", token_usage, f"counter names are str (valid UTF-8), not {key!r}")
         check_number(f"token_usage[{key!r}]", n)
         out[key] = n
     return out
@@ -429,11 +450,15 @@ def _check_usage(token_usage: Any) -> dict[str, int | float] | None:
 def _check_options(*, metadata: Any, name: Any, auto: Any, expected_version: Any, checkpoint_id: Any) -> None:
     if metadata is not None and not (isinstance(metadata, Mapping) and all(type(k) is str for k in metadata)):
         raise InvalidArgumentError("metadata", metadata, "must be a mapping with str keys")
-    if name is not None and (type(name) is not str or len(name) > MAX_NAME):
-        raise InvalidArgumentError("name", name, f"must be a str of at most {MAX_NAME} characters")
+    if name is not None and (type(name) is not str or len(name) > MAX_NAME or not encodable(name)):
+        raise InvalidArgumentError("name", name, f"must be a str of at most {MAX_NAME} characters (valid UTF-8)")
     if type(auto) is not bool:
         raise InvalidArgumentError("auto", auto, "must be a bool")
     if expected_version is not None and (type(expected_version) is not int or expected_version < 0):
         raise InvalidArgumentError("expected_version", expected_version, "must be a non-negative int")
-    if checkpoint_id is not None and (type(checkpoint_id) is not str or not checkpoint_id or len(checkpoint_id) > MAX_NAME):
-        raise InvalidArgumentError("checkpoint_id", checkpoint_id, f"must be a non-empty str of at most {MAX_NAME} characters")
+    if checkpoint_id is not None and (
+        type(checkpoint_id) is not str or not checkpoint_id or len(checkpoint_id) > MAX_NAME or not encodable(checkpoint_id)
+    ):
+        raise InvalidArgumentError(
+            "checkpoint_id", checkpoint_id, f"must be a non-empty str of at most {MAX_NAME} characters (valid UTF-8)"
+        )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidArgumentError
 from .ops import APPEND, DELETE, EXTEND, INCR, SET, TRUNCATE
-from .paths import Path, normalize
+from .paths import Path, encodable, normalize
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
@@ -25,8 +25,14 @@ Recorded = tuple[str, Path, Any, "bytes | None"]
 
 
 def check_number(name: str, value: Any) -> None:
-    if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
-        raise InvalidArgumentError(name, value, "must be a finite int or float")
+    """A counter or increment: a finite float, or an int that JSON and SQLite hold exactly (64-bit)."""
+    if not is_number(value):
+        raise InvalidArgumentError(name, value, "must be a finite float or an int within 64 bits")
+
+
+def is_number(value: Any) -> bool:
+    t = type(value)
+    return (t is int and -(2**63) <= value < 2**63) or (t is float and math.isfinite(value))
 
 
 class Transaction:
@@ -76,13 +82,15 @@ class Transaction:
 
     def truncate(self, path: object, length: int) -> Transaction:
         """Keep the first `length` items of the list at `path`."""
-        if type(length) is not int or length < 0:
-            raise InvalidArgumentError("length", length, "must be a non-negative int")
+        if type(length) is not int or not 0 <= length < 2**63:
+            raise InvalidArgumentError("length", length, "must be a non-negative int within 64 bits")
         return self._record(TRUNCATE, path, length, encode=False)
 
     def usage(self, **counters: int | float) -> Transaction:
         """Add to the token-usage counters (cumulative: they start from the previous version's)."""
         for key, n in counters.items():
+            if not encodable(key):
+                raise InvalidArgumentError("usage", key, "counter names must be valid UTF-8")
             check_number(key, n)
             self._usage[key] = self._usage.get(key, 0) + n
         return self

@@ -123,3 +123,52 @@ def test_threads_share_one_store(db_path: Path) -> None:
             t.join()
         assert store.stream("t").state() == {"n": 200}
         assert store.stream("t").version == 201
+
+
+def test_cached_head_catches_up_instead_of_restoring(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections taking turns on one stream (reading before saving, or with expected_version) replay each
+    other's new versions onto their cached heads (O(change)) instead of restoring the whole state, and
+    every version still restores exactly."""
+    import eventckpt.store as store_module
+
+    restores: list[int] = []
+    real = store_module.materialize
+    monkeypatch.setattr(store_module, "materialize", lambda *a, **k: restores.append(a[3]) or real(*a, **k))
+    policy = eventckpt.SnapshotPolicy(min_tail_bytes=300)
+    with eventckpt.open(db_path, snapshots=policy) as a, eventckpt.open(db_path, snapshots=policy) as b:
+        a.stream("t").save({"log": [], "n": 0})
+        expected = [{"log": [], "n": 0}]
+        for i in range(60):
+            for store in (b, a):
+                task = store.stream("t")
+                if i % 2:
+                    state = task.state()
+                    state["log"].append(f"{i}-{id(store)}")
+                    state["n"] += 1
+                    task.save(state, expected_version=task.version)
+                else:
+                    with task.transaction(expected_version=task.version) as tx:
+                        tx.append("log", f"{i}-{id(store)}")
+                        tx.incr("n")
+                    with pytest.raises(eventckpt.ConflictError):  # a conflict keeps the cached head too
+                        task.save({}, expected_version=task.version - 1)
+                expected.append(task.state())
+        assert restores == [1], "only b's first sight of the stream is a restore"
+    with eventckpt.open(db_path) as fresh:
+        assert [fresh.stream("t").state(v) for v in range(1, 122)] == expected
+
+
+def test_cached_head_far_behind_is_restored(db_path: Path) -> None:
+    """A cached head more versions behind than catching up is worth is restored from the file instead."""
+    from eventckpt.store import CATCH_UP
+
+    with eventckpt.open(db_path) as a, eventckpt.open(db_path) as b:
+        a.stream("t").save({"n": 0})
+        b.stream("t").save({"n": 1})
+        for n in range(CATCH_UP + 5):
+            with a.stream("t").transaction() as tx:
+                tx.incr("n")
+        with b.stream("t").transaction() as tx:
+            tx.incr("n")
+        assert b.stream("t").state() == {"n": CATCH_UP + 7}
+        assert a.stream("t").state() == {"n": CATCH_UP + 7}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -188,3 +189,52 @@ def test_connection_setup(db_path: Path) -> None:
         conn = store._journal.conn
         assert conn.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
         assert conn.execute("PRAGMA busy_timeout").fetchall()[0][0] == 7000
+
+
+def test_vfs_routes_file_access(db_path: Path) -> None:
+    """open(vfs=name) does every file access of the store through the named SQLite VFS."""
+    opened: list[str] = []
+
+    class Counting(apsw.VFS):
+        def __init__(self) -> None:
+            super().__init__("eventckpt-test-counting", "")
+
+        def xOpen(self, name: Any, flags: list[int]) -> apsw.VFSFile:
+            opened.append(name.filename() if isinstance(name, apsw.URIFilename) else str(name))
+            return apsw.VFSFile("", name, flags)
+
+    vfs = Counting()
+    try:
+        with eventckpt.open(db_path, vfs="eventckpt-test-counting") as store:
+            store.stream("t").save({"a": 1})
+        assert str(db_path) in opened and str(db_path) + "-wal" in opened
+    finally:
+        vfs.unregister()
+
+
+def test_unknown_vfs_refused(db_path: Path) -> None:
+    """An unregistered or non-str vfs name is refused before any file is created."""
+    for bad in ("no-such-vfs", 5):
+        with pytest.raises(eventckpt.InvalidArgumentError):
+            eventckpt.open(db_path, vfs=bad)  # type: ignore[arg-type]
+    assert not db_path.exists()
+
+
+@pytest.mark.parametrize("content", [b"x", b"\n", b"\x00"])
+def test_one_byte_file_refused_untouched(tmp_path: Path, content: bytes) -> None:
+    """A 1-byte file (which SQLite reads as an empty database) is someone's data: refused, not overwritten."""
+    path = tmp_path / "note.db"
+    path.write_bytes(content)
+    with pytest.raises(eventckpt.ForeignFileError):
+        eventckpt.open(path)
+    assert path.read_bytes() == content
+
+
+def test_empty_file_becomes_a_store(tmp_path: Path) -> None:
+    """A 0-byte file (e.g. made by touch) is an empty database and becomes a store."""
+    path = tmp_path / "touched.db"
+    path.touch()
+    with eventckpt.open(path) as store:
+        store.stream("t").save({"a": 1})
+    with eventckpt.open(path) as store:
+        assert store.stream("t").state() == {"a": 1}
