@@ -15,6 +15,7 @@ from .errors import (
     ConflictError,
     DuplicateCheckpointIdError,
     InvalidArgumentError,
+    PathError,
     SerializationError,
     StreamNotFoundError,
     VersionNotFoundError,
@@ -352,7 +353,13 @@ class CheckpointStore:
                 raise _Stale()
             raise ConflictError(self.task_id, expected_version, current)
         version = current + 1
-        rows, nbytes = _apply_events(store.codec, head, version, produce(head.state), check_paths)
+        try:
+            rows, nbytes = _apply_events(store.codec, head, version, produce(head.state), check_paths)
+        except PathError:
+            if trust:  # the operations may fit the file's head and not our stale cached one: redo
+                store._forget(row.id, self.task_id)
+                raise _Stale() from None
+            raise
         usage = usage_of(head.usage)
         usage_text = orjson.dumps(usage).decode() if usage else None
         checksum = version_checksum(head.checksum, version, created, name, auto, meta_text, usage_text, rows)
