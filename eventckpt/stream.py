@@ -237,8 +237,16 @@ class CheckpointStore:
         return Transaction(self, options)
 
     def _commit_ops(self, recorded: list[Recorded], usage_add: dict[str, int | float], **options: Any) -> Checkpoint:
+        tries = [0]
+
         def events(head: dict[str, Any]) -> list[Recorded]:
-            return recorded
+            # Folding an operation puts its value into the head state, where later operations of the
+            # same transaction may change it: a redo starts again from the values' recorded JSON.
+            tries[0] += 1
+            if tries[0] == 1:
+                return recorded
+            decode = self.store.codec.decode
+            return [(op, path, decode(raw) if raw is not None else value, raw) for op, path, value, raw in recorded]
 
         def usage(prev: dict[str, int | float]) -> dict[str, int | float]:
             out = dict(prev)

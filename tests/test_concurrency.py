@@ -66,6 +66,20 @@ def test_transaction_fitting_only_the_real_head(db_path: Path) -> None:
         assert b.stream("t").version == 4
 
 
+def test_redone_transaction_starts_from_the_recorded_values(db_path: Path) -> None:
+    """A transaction redone after a stale first try re-applies its values as recorded, not as the first
+    try's later operations left them."""
+    with eventckpt.open(db_path) as a, eventckpt.open(db_path) as b:
+        b.stream("t").save({"x": 0})  # b caches version 1
+        a.stream("t").save({"x": 1})  # the file moves to version 2
+        with b.stream("t").transaction() as tx:  # the first try collides on version 2 and is redone
+            tx.set("new", [[1]])
+            tx.delete(("new", 0, 0))
+        assert b.stream("t").state() == {"x": 1, "new": [[]]}
+        b.stream("t").save({"x": 1, "new": [[]], "more": 1})  # diffs against b's (correct) cached head
+        assert a.stream("t").state(4) == {"x": 1, "new": [[]], "more": 1}
+
+
 def test_stream_deleted_and_recreated_by_another_connection(db_path: Path) -> None:
     """A cached head of a stream another connection deleted is not reused for the new stream."""
     with eventckpt.open(db_path) as a, eventckpt.open(db_path) as b:
