@@ -86,6 +86,7 @@ class Store:
         self._chains: dict[int, list[StreamRow]] = {}
         self._rows: dict[str, StreamRow] = {}  # stream name -> row, for streams with a cached head
         self._cache_size = cache_size
+        self._generation = -1  # the history generation the cached heads were built under
         self._closed = False
 
     def __repr__(self) -> str:
@@ -178,8 +179,17 @@ class Store:
         """The stream and its head state for a write, inside the write transaction.
 
         With `trust`, a cached head is used without asking the file: a commit built on a stale head is
-        refused by the versions primary key, and the caller retries with trust=False.
+        refused by the versions primary key, and the caller retries with trust=False. Cached heads are
+        dropped when retention rewrote history since they were built (their snapshot trackers may name
+        snapshots or events that are gone); the generation is read only when another connection has
+        committed since our last commit.
         """
+        if self._journal.others_committed():
+            generation = self._journal.generation()
+            if generation != self._generation:
+                self._heads.clear()
+                self._rows.clear()
+                self._generation = generation
         if trust:
             row = self._rows.get(name)
             head = self._heads.get(row.id) if row is not None else None
