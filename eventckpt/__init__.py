@@ -44,6 +44,7 @@ from .conventions import meta  # noqa: E402
 from .errors import RollbackError, VersionInUseError  # noqa: E402
 from .retention import Pruned  # noqa: E402
 from .tools import ToolCall, ToolRegistry, UndoReport  # noqa: E402
+from . import aio  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -87,6 +88,7 @@ __all__ += [  # agent integrations
     "ToolRegistry",
     "UndoReport",
     "VersionInUseError",
+    "aio",
     "checkpoint",
     "default_migrations",
     "meta",
