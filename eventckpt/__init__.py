@@ -41,6 +41,7 @@ from .transaction import Transaction
 from .mixin import Checkpointable, Migrations, default_migrations, register_migration  # noqa: E402
 from .autosave import checkpoint  # noqa: E402  (the decorator; the module is eventckpt.checkpoint)
 from .conventions import meta  # noqa: E402
+from .context import Context, ContextState  # noqa: E402
 from .errors import RollbackError, VersionInUseError  # noqa: E402
 from .retention import Pruned  # noqa: E402
 from .tools import ToolCall, ToolRegistry, UndoReport  # noqa: E402
@@ -81,6 +82,8 @@ __all__ = [
 
 __all__ += [  # agent integrations
     "Checkpointable",
+    "Context",
+    "ContextState",
     "Migrations",
     "Pruned",
     "RollbackError",
