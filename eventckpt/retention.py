@@ -186,6 +186,7 @@ class _Rewrite:
                  own: list[VersionRow], doomed: set[int], forks: list[tuple[StreamRow, int]]) -> None:
         self.store, self.journal, self.row, self.chain = store, journal, row, chain
         self.own = own
+        self.own_rows = {r.version: r for r in own}
         self.doomed = doomed
         self.forks = forks
         self.runs = self._runs()
@@ -221,12 +222,12 @@ class _Rewrite:
 
     def _plan_run(self, run: _Run) -> None:
         journal, sid = self.journal, self.row.id
-        rows = {r.version: r for r in self.own}
+        rows = self.own_rows
         members = run.versions + [run.w]
         overhead = self.store.policy.event_overhead
         replaced = sum(rows[v].event_bytes + overhead * rows[v].event_count for v in members)
         run.tools = [t for v in members for t in journal.tool_rows_of(sid, v)]
-        if self._state_bytes(run.w) < replaced:
+        if self._state_smaller_than(run.w, replaced):
             self._plan_rewrite(run)
         else:
             merged = [((v, seq), event) for v in members for seq, event in enumerate(journal.events_of(sid, v))]
@@ -254,16 +255,19 @@ class _Rewrite:
         earlier = [r.version for r in self.own if r.version < version and r.version not in self.doomed]
         return earlier[-1] if earlier else (self.row.fork_version or 0)
 
-    def _state_bytes(self, version: int) -> int:
-        """About how many bytes the state at `version` holds: its snapshot's sizes plus the tail since."""
+    def _state_smaller_than(self, version: int, limit: int) -> bool:
+        """Whether the state at `version` holds fewer than about `limit` bytes: its snapshot's sizes
+        plus the event bytes since (read only when the snapshot alone is smaller)."""
         segments = segments_for(self.chain, version)
         snap = self.journal.latest_snapshot(segments)
         since, total = 0, 0
         if snap is not None:
             since = snap[0]
             total = sum(size for _, size in parse_manifest(snap[2]).values())
+            if total >= limit:
+                return False
         tail = [Segment(s.stream_id, max(s.lo, since + 1), s.hi) for s in segments if s.hi > since]
-        return total + sum(r.event_bytes for r in self.journal.version_rows(tail))
+        return total + sum(r.event_bytes for r in self.journal.version_rows(tail)) < limit
 
     # -- snapshots --------------------------------------------------------------------------------
 
