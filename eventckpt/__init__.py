@@ -37,6 +37,16 @@ from .store import Store, open
 from .stream import CheckpointStore
 from .transaction import Transaction
 
+# Agent integrations: objects, decorators, conventions, tools, retention, context, async
+from .mixin import Checkpointable, Migrations, default_migrations, register_migration  # noqa: E402
+from .autosave import checkpoint  # noqa: E402  (the decorator; the module is eventckpt.checkpoint)
+from .conventions import meta  # noqa: E402
+from .context import Context, ContextState  # noqa: E402
+from .errors import RollbackError, VersionInUseError  # noqa: E402
+from .retention import Pruned  # noqa: E402
+from .tools import ToolCall, ToolRegistry, UndoReport  # noqa: E402
+from . import aio  # noqa: E402
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -68,4 +78,22 @@ __all__ = [
     "Transaction",
     "VersionNotFoundError",
     "open",
+]
+
+__all__ += [  # agent integrations
+    "Checkpointable",
+    "Context",
+    "ContextState",
+    "Migrations",
+    "Pruned",
+    "RollbackError",
+    "ToolCall",
+    "ToolRegistry",
+    "UndoReport",
+    "VersionInUseError",
+    "aio",
+    "checkpoint",
+    "default_migrations",
+    "meta",
+    "register_migration",
 ]

@@ -118,6 +118,27 @@ class Checkpoint:
             object.__setattr__(self, "_loader", None)
         return self._values
 
+    @property
+    def id(self) -> str:
+        """A stable string naming this checkpoint within its stream: the caller's checkpoint_id, else the
+        version number (versions are never renumbered; retention leaves holes instead)."""
+        return self.checkpoint_id if self.checkpoint_id is not None else str(self.version)
+
+    @property
+    def user_id(self) -> Any:
+        """The owner recorded in metadata (conventions.USER_ID), or None."""
+        return self.metadata.get("user_id")
+
+    @property
+    def node(self) -> Any:
+        """The node that made this checkpoint, from metadata (conventions.NODE), or None."""
+        return self.metadata.get("node")
+
+    @property
+    def step(self) -> Any:
+        """The agent step recorded in metadata (conventions.STEP), or None."""
+        return self.metadata.get("step")
+
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"Checkpoint is frozen; cannot set {name!r}")
 
@@ -143,12 +164,18 @@ class Checkpoint:
                 f"created_at={self.created_at.isoformat()!r}{extra}, auto={self.auto})")
 
     def summary(self) -> str:
-        """One line: version, name, when, auto/manual, token usage and metadata keys."""
+        """One line: version, name, auto/manual, when, owner/node/step, fork origin, token usage and the
+        other scalar metadata, e.g. `t v3 'before tool' | manual | 2026-... | user=7 node='agent' step=3`."""
         label = f"{self.name!r}" if self.name else "(unnamed)"
         kind = "auto" if self.auto else "manual"
         usage = ", ".join(f"{k}={v}" for k, v in sorted(self.token_usage.items()))
-        meta = ", ".join(f"{k}={v!r}" for k, v in sorted(self.metadata.items()) if not isinstance(v, (dict, list)))
+        conventions = {"user_id": "user", "node": "node", "step": "step"}
+        who = " ".join(f"{short}={self.metadata[key]!r}" for key, short in conventions.items() if key in self.metadata)
+        meta = ", ".join(f"{k}={v!r}" for k, v in sorted(self.metadata.items())
+                         if k not in conventions and not isinstance(v, (dict, list)))
         parts = [f"{self.task_id} v{self.version} {label}", kind, format_time(self.created_at)]
+        if who:
+            parts.append(who)
         if self.parent:
             parts.append(f"fork of {self.parent.task_id}@{self.parent.version}")
         if usage:

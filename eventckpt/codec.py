@@ -64,9 +64,17 @@ class Codec:
     def __init__(self, types: Iterable[type] = (), *, allow_nan: bool = False) -> None:
         self.allow_nan = allow_nan
         self._classes: dict[str, type] = {}
-        self.converter = make_converter()
+        self._converter: cattrs.Converter | None = None
         for cls in types:
             self.register(cls)
+
+    @property
+    def converter(self) -> cattrs.Converter:
+        """The cattrs converter for typed restore, built on first use (it costs about half a
+        millisecond, and most codecs never structure anything)."""
+        if self._converter is None:
+            self._converter = make_converter()
+        return self._converter
 
     # -- registry ---------------------------------------------------------------------------------
 

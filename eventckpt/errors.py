@@ -167,3 +167,29 @@ class StoreClosedError(EventCkptError):
 
     def __init__(self) -> None:
         super().__init__("the store is closed")
+
+
+# -- agent integrations: objects, retention ---------------------------------------------------------
+
+
+class RollbackError(CheckpointError):
+    """A block under `rollback_on_error` raised, and restoring the object afterwards failed too: the
+    object may still hold the block's partial changes. `original` is the block's exception."""
+
+    def __init__(self, task_id: str, version: int, original: BaseException, failure: BaseException) -> None:
+        self.task_id = task_id
+        self.version = version
+        self.original = original
+        super().__init__(
+            f"stream {task_id!r}: the block raised {type(original).__name__}: {original}; restoring version "
+            f"{version} then failed with {type(failure).__name__}: {failure}"
+        )
+
+
+class VersionInUseError(CheckpointError):
+    """A version cannot be removed: it is the stream's head, or forks branch from it."""
+
+    def __init__(self, task_id: str, version: int, reason: str) -> None:
+        self.task_id = task_id
+        self.version = version
+        super().__init__(f"stream {task_id!r}: version {version} cannot be removed: {reason}")

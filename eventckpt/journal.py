@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import apsw
+import orjson
 
 from . import errors
 
@@ -36,19 +37,24 @@ def _schema_dir() -> Any:
 
 
 def schema_files() -> list[tuple[int, str, str]]:
-    """(number, name, sql) of every schema file, in ladder order; numbers are 1..N without gaps."""
+    """(number, name, sql) of every schema file, in ladder order: numbers start at 1 and are unique.
+
+    Numbers are handed out per feature branch, so a branch may lack a rung another branch adds; the
+    schema version is the highest number, and a file applies every rung above its user_version.
+    """
     found = []
     for entry in _schema_dir().iterdir():
         m = _SCHEMA_FILE.match(entry.name)
         if m:
             found.append((int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
     found.sort()
-    if [n for n, _, _ in found] != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"schema files are not numbered 1..N: {[name for _, name, _ in found]}")
+    numbers = [n for n, _, _ in found]
+    if not numbers or numbers[0] != 1 or len(set(numbers)) != len(numbers):
+        raise RuntimeError(f"schema files must start at 001 and be numbered uniquely: {[name for _, name, _ in found]}")
     return found
 
 
-SCHEMA_VERSION = len(schema_files())
+SCHEMA_VERSION = schema_files()[-1][0]
 
 
 # -- rows -----------------------------------------------------------------------------------------
@@ -199,6 +205,7 @@ class Journal:
         self.conn = conn
         self.path = path
         self._depth = 0
+        self._committed_at: int | None = None  # the file's data version right after our last commit
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -246,6 +253,12 @@ class Journal:
             self.rollback()
             self._fail(exc, "COMMIT")
         self._depth = 0
+        self._committed_at = self.conn.data_version()
+
+    def others_committed(self) -> bool:
+        """Inside a transaction: whether another connection may have committed since our last commit
+        (a file-control call, no SQL; True when unsure)."""
+        return self._committed_at is None or self.conn.data_version() != self._committed_at
 
     def rollback(self) -> None:
         self._depth = 0
@@ -528,6 +541,91 @@ class Journal:
     def checkpoint_id_of(self, stream_id: int, version: int) -> str | None:
         row = self._one("SELECT checkpoint_id FROM checkpoint_ids WHERE stream_id = ? AND version = ?", (stream_id, version))
         return row[0] if row else None
+
+    # -- tool calls (schema 003) ------------------------------------------------------------------
+
+    _TOOL_COLS = "call_id, name, arguments, result, error, undoes"
+
+    def insert_tool_calls(self, stream_id: int, version: int, rows: Sequence[Sequence[Any]]) -> None:
+        """Insert a version's tool calls: (call_id, name, arguments, result, error, undoes) in order."""
+        self._many(
+            f"INSERT INTO tool_calls (stream_id, version, seq, {self._TOOL_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(stream_id, version, seq, *row) for seq, row in enumerate(rows)],
+        )
+
+    def tool_calls(self, segments: Sequence[Segment], after: int = 0) -> list[tuple[Any, ...]]:
+        """(version, call_id, name, arguments, result, error, undoes) of the lineage's calls in versions
+        > after, oldest first."""
+        out: list[tuple[Any, ...]] = []
+        for seg in segments:
+            if seg.hi > after:
+                out.extend(self._rows(
+                    f"SELECT version, {self._TOOL_COLS} FROM tool_calls WHERE stream_id = ? AND version > ?"
+                    " AND version <= ? ORDER BY version, seq",
+                    (seg.stream_id, max(after, seg.lo - 1), seg.hi),
+                ))
+        return out
+
+    def undone_call_ids(self, tree_id: int, call_ids: Sequence[str]) -> set[str]:
+        """The ids among `call_ids` that a successful undo record anywhere in the stream tree names."""
+        rows = self._rows(
+            "SELECT DISTINCT t.undoes FROM tool_calls AS t JOIN streams AS s ON s.id = t.stream_id"
+            " WHERE t.undoes IN (SELECT value FROM json_each(?)) AND t.error IS NULL"
+            " AND coalesce(s.root_id, s.id) = ?",
+            (json_list(call_ids), tree_id),
+        )
+        return {r[0] for r in rows}
+
+    # -- retention (rewriting committed history) --------------------------------------------------
+
+    def generation(self) -> int:
+        """The history generation: bumped by every retention rewrite (see schema 003)."""
+        return self._one("SELECT generation FROM history_generation WHERE id = 1")[0]
+
+    def bump_generation(self) -> int:
+        return self._one("UPDATE history_generation SET generation = generation + 1 WHERE id = 1 RETURNING generation")[0]
+
+    def snapshots_in(self, stream_id: int, lo: int, hi: int) -> list[tuple[int, str, str]]:
+        """(version, state, manifest) of one stream's snapshots with lo <= version <= hi, in order."""
+        return self._rows(
+            "SELECT version, state, manifest FROM snapshots WHERE stream_id = ? AND version BETWEEN ? AND ? ORDER BY version",
+            (stream_id, lo, hi),
+        )
+
+    def events_of(self, stream_id: int, version: int) -> list[tuple[str, str, str | None]]:
+        """(op, path, value) of one version's events, in order."""
+        return self._rows("SELECT op, path, value FROM events WHERE stream_id = ? AND version = ? ORDER BY seq",
+                          (stream_id, version))
+
+    def tool_rows_of(self, stream_id: int, version: int) -> list[tuple[Any, ...]]:
+        return self._rows(f"SELECT {self._TOOL_COLS} FROM tool_calls WHERE stream_id = ? AND version = ? ORDER BY seq",
+                          (stream_id, version))
+
+    def remove_versions(self, stream_id: int, versions: Sequence[int]) -> None:
+        """Delete versions with everything that belongs to them (their tool calls cascade)."""
+        doomed = json_list(list(versions))
+        for table in ("checkpoint_ids", "snapshots", "events", "versions"):
+            self._run(f"DELETE FROM {table} WHERE stream_id = ? AND version IN (SELECT value FROM json_each(?))",
+                      (stream_id, doomed))
+
+    def rewrite_version(self, stream_id: int, version: int, events: Sequence[tuple[str, str, str | None]],
+                        tools: Sequence[Sequence[Any]], event_bytes: int) -> None:
+        """Replace one version's events and tool calls (in order) and its event counters."""
+        self._run("DELETE FROM events WHERE stream_id = ? AND version = ?", (stream_id, version))
+        self._run("DELETE FROM tool_calls WHERE stream_id = ? AND version = ?", (stream_id, version))
+        self._many("INSERT INTO events (stream_id, version, seq, op, path, value) VALUES (?, ?, ?, ?, ?, ?)",
+                   [(stream_id, version, seq, *event) for seq, event in enumerate(events)])
+        self.insert_tool_calls(stream_id, version, tools)
+        self._run("UPDATE versions SET event_count = ?, event_bytes = ? WHERE stream_id = ? AND version = ?",
+                  (len(events), event_bytes, stream_id, version))
+
+    def set_checksum(self, stream_id: int, version: int, checksum: bytes) -> None:
+        self._run("UPDATE versions SET checksum = ? WHERE stream_id = ? AND version = ?", (checksum, stream_id, version))
+
+
+def json_list(values: Sequence[Any]) -> str:
+    """A JSON array of ints/strs, bound as one parameter (for `IN (SELECT value FROM json_each(?))`)."""
+    return orjson.dumps(list(values)).decode()
 
 
 class _VersionTaken(Exception):

@@ -105,6 +105,7 @@ class Store:
         self._chains: dict[int, list[StreamRow]] = {}
         self._rows: dict[str, StreamRow] = {}  # stream name -> row, for streams with a cached head
         self._cache_size = cache_size
+        self._generation = journal.generation()  # the history generation the cached heads were built under
         self._closed = False
 
     def __repr__(self) -> str:
@@ -195,12 +196,28 @@ class Store:
             if sid is not None:
                 self._heads.pop(sid, None)
 
+    def _check_generation(self) -> None:
+        """Drop every cached head if retention rewrote history since they were built: their state is
+        still right, but catching up replays events that may have moved, and their snapshot trackers may
+        name snapshots that are gone. The generation is read only when another connection committed since
+        our last commit (a file-control call, no SQL, otherwise)."""
+        if self._journal.others_committed():
+            generation = self._journal.generation()
+            if generation != self._generation:
+                self._heads.clear()
+                self._rows.clear()
+                self._generation = generation
+
     def _writable(self, name: str, trust: bool) -> tuple[StreamRow | None, Head | None]:
         """The stream and its head state for a write, inside the write transaction.
 
         With `trust`, a cached head is used without asking the file: a commit built on a stale head is
-        refused by the versions primary key, and the caller retries with trust=False.
+        refused by the versions primary key, and the caller retries with trust=False. Cached heads are
+        dropped when retention rewrote history since they were built (their snapshot trackers may name
+        snapshots or events that are gone); the generation is read only when another connection has
+        committed since our last commit.
         """
+        self._check_generation()
         if trust:
             row = self._rows.get(name)
             head = self._heads.get(row.id) if row is not None else None
@@ -260,6 +277,7 @@ class Store:
 
     def _state_at(self, row: StreamRow, version: int) -> dict[str, Any]:
         """A fresh copy of the state at `version` (the caller owns it)."""
+        self._check_generation()
         head = self._heads.get(row.id)
         if head is not None and head.version <= version <= head.version + CATCH_UP:
             return self.codec.copy(self._head(row, version).state)

@@ -3,26 +3,32 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
 
-from . import ops
+from . import ops, retention
 from .checkpoint import Checkpoint, ForkOrigin, format_time, now, parse_time, utc_now
 from .errors import (
     ConflictError,
     DuplicateCheckpointIdError,
     InvalidArgumentError,
+    PathError,
     SerializationError,
     StreamNotFoundError,
     VersionNotFoundError,
 )
 from .integrity import version_checksum
 from .journal import StreamRow, VersionRow, _CheckpointIdTaken, _VersionTaken, segments_for
+from .mixin import Checkpointable, Migrations
+from .mixin import restore as restore_object
 from .paths import addressable, encodable, to_text
+from .tools import ToolCall, ToolRegistry, ToolRow, UndoReport, decode_call, encode_calls, undo_tools
 from .transaction import Recorded, Transaction, check_number, is_number
 
 if TYPE_CHECKING:
@@ -48,15 +54,19 @@ def _check_version(name: str, value: Any) -> int:
 
 
 def _state_dict(values: Any) -> dict[str, Any]:
-    """The caller's state as a dict of top-level keys (a mapping, or a dataclass/attrs instance's fields)."""
-    if isinstance(values, Mapping):
+    """The caller's state as a dict of top-level keys (a mapping, a dataclass/attrs instance's fields, or
+    a Checkpointable's state dict)."""
+    if isinstance(values, Checkpointable):
+        state = values._checkpoint_state()
+    elif isinstance(values, Mapping):
         state = dict(values)
     elif dataclasses.is_dataclass(values) and not isinstance(values, type):
         state = {f.name: getattr(values, f.name) for f in dataclasses.fields(values)}
     elif attrs.has(type(values)):
         state = {a.name: getattr(values, a.name) for a in attrs.fields(type(values))}
     else:
-        raise InvalidArgumentError("values", values, "a state is a mapping of str keys (or a dataclass/attrs instance)")
+        raise InvalidArgumentError(
+            "values", values, "a state is a mapping of str keys (or a dataclass/attrs instance, or a Checkpointable)")
     for key in state:
         if type(key) is not str or not addressable(key):
             raise InvalidArgumentError(
@@ -210,18 +220,21 @@ class CheckpointStore:
         auto: bool = False,
         expected_version: int | None = None,
         checkpoint_id: str | None = None,
+        tool_calls: Iterable[ToolCall] | None = None,
     ) -> Checkpoint:
         """Commit `values` as the next version. Only the differences from the head are stored: unchanged
-        keys cost nothing, and a list that grew at its end costs one append."""
+        keys cost nothing, and a list that grew at its end costs one append. `values` is a mapping, a
+        dataclass/attrs instance or a Checkpointable; `tool_calls` are recorded in the same version."""
         state = _state_dict(values)
         usage = _check_usage(token_usage)
+        tool_rows = encode_calls(self.store.codec, tool_calls)
 
         def events(head: dict[str, Any]) -> list[ops.Event]:
             return ops.diff(head, state)
 
         return self._commit(events, False, lambda prev: usage if usage is not None else prev,
                             metadata=metadata, name=name, auto=auto,
-                            expected_version=expected_version, checkpoint_id=checkpoint_id)
+                            expected_version=expected_version, checkpoint_id=checkpoint_id, tool_rows=tool_rows)
 
     def transaction(
         self,
@@ -238,9 +251,18 @@ class CheckpointStore:
         _check_options(**options)
         return Transaction(self, options)
 
-    def _commit_ops(self, recorded: list[Recorded], usage_add: dict[str, int | float], **options: Any) -> Checkpoint:
+    def _commit_ops(self, recorded: list[Recorded], usage_add: dict[str, int | float],
+                    tool_rows: Sequence[ToolRow] = (), **options: Any) -> Checkpoint:
+        tries = [0]
+
         def events(head: dict[str, Any]) -> list[Recorded]:
-            return recorded
+            # Folding an operation puts its value into the head state, where later operations of the
+            # same transaction may change it: a redo starts again from the values' recorded JSON.
+            tries[0] += 1
+            if tries[0] == 1:
+                return recorded
+            decode = self.store.codec.decode
+            return [(op, path, decode(raw) if raw is not None else value, raw) for op, path, value, raw in recorded]
 
         def usage(prev: dict[str, int | float]) -> dict[str, int | float]:
             out = dict(prev)
@@ -248,7 +270,7 @@ class CheckpointStore:
                 out[key] = out.get(key, 0) + n
             return out
 
-        return self._commit(events, True, usage, checked=True, **options)
+        return self._commit(events, True, usage, checked=True, tool_rows=tool_rows, **options)
 
     def rollback(self, to: int, *, metadata: Mapping[str, Any] | None = None, name: str | None = None,
                  expected_version: int | None = None) -> Checkpoint:
@@ -296,6 +318,7 @@ class CheckpointStore:
         expected_version: int | None,
         checkpoint_id: str | None,
         checked: bool = False,
+        tool_rows: Sequence[ToolRow] = (),
     ) -> Checkpoint:
         """The one write path: diff or operations -> events, version row, snapshot, in one transaction.
 
@@ -308,7 +331,7 @@ class CheckpointStore:
                            checkpoint_id=checkpoint_id)
         store = self.store
         meta_text = store.codec.encode_text(dict(metadata)) if metadata else None
-        options = (name, int(auto), meta_text, expected_version, checkpoint_id)
+        options = (name, int(auto), meta_text, expected_version, checkpoint_id, tool_rows)
         with store._lock:
             store._check_open()
             journal = store._journal
@@ -341,7 +364,7 @@ class CheckpointStore:
     def _attempt(self, trust: bool, produce: Callable[[dict[str, Any]], list[Any]], check_paths: bool,
                  usage_of: Callable[[dict[str, int | float]], dict[str, int | float]], name: str | None,
                  auto: int, meta_text: str | None, expected_version: int | None,
-                 checkpoint_id: str | None) -> tuple[Any, ...]:
+                 checkpoint_id: str | None, tool_rows: Sequence[ToolRow]) -> tuple[Any, ...]:
         """One try at a commit inside the open write transaction. The head's state is updated in place;
         the caller forgets the cached head if anything fails."""
         store = self.store
@@ -358,7 +381,13 @@ class CheckpointStore:
                 raise _Stale()
             raise ConflictError(self.task_id, expected_version, current)
         version = current + 1
-        rows, nbytes = _apply_events(store.codec, head, version, produce(head.state), check_paths)
+        try:
+            rows, nbytes = _apply_events(store.codec, head, version, produce(head.state), check_paths)
+        except PathError:
+            if trust:  # the operations may fit the file's head and not our stale cached one: redo
+                store._forget(row.id, self.task_id)
+                raise _Stale() from None
+            raise
         usage = usage_of(head.usage)
         for key, n in usage.items():
             if not is_number(n):  # a sum past 2**63 or to inf: JSON would refuse it, or store null
@@ -379,9 +408,69 @@ class CheckpointStore:
                 journal.insert_checkpoint_id(row.tree_id, checkpoint_id, row.id, version)
             except _CheckpointIdTaken:
                 raise DuplicateCheckpointIdError(self.task_id, checkpoint_id) from None
+        if tool_rows:
+            journal.insert_tool_calls(row.id, version, tool_rows)
         if head.tracker.due():
             store._write_snapshot(row.id, version, head)
         return row, head, created, version, checksum, usage
+
+    # -- agent integrations: objects, rollback on error, retention, tool calls (issue 4) ------------
+
+    def load_into(self, obj: Any, version: int | None = None, *, migrations: Migrations | None = None) -> Checkpoint:
+        """Restore `obj` (a Checkpointable, or a mutable mapping) in place from `version` (head when None),
+        migrating older object state first; returns the checkpoint it was restored from."""
+        version = self.version if version is None else _check_version("version", version)
+        if version == 0:
+            raise VersionNotFoundError(self.task_id, 0, 0)
+        restore_object(obj, self.state(version), migrations)
+        return self.get(version)
+
+    def rollback_on_error(self, obj: Any, *, name: str | None = None, metadata: Mapping[str, Any] | None = None,
+                          migrations: Migrations | None = None) -> AbstractContextManager[Checkpoint]:
+        """`with stream.rollback_on_error(obj):` saves `obj` if it changed since the head, and restores it
+        in place if the block raises (the exception is re-raised). See eventckpt.autosave."""
+        from .autosave import rollback_on_error
+
+        return rollback_on_error(self, obj, name=name, metadata=metadata, migrations=migrations)
+
+    def prune(self, keep_last: int, *, auto_only: bool = False) -> retention.Pruned:
+        """Keep the newest `keep_last` versions; remove this stream's older ones (only automatic ones with
+        `auto_only`). Kept versions restore exactly; versions forks branch from are kept."""
+        return retention.prune(self, keep_last, auto_only=auto_only)
+
+    def expire(self, older_than: dt.timedelta | dt.datetime, *, auto_only: bool = False) -> retention.Pruned:
+        """Remove this stream's versions created before `older_than` (an age or an aware datetime)."""
+        return retention.expire(self, older_than, auto_only=auto_only)
+
+    def remove(self, version: int) -> retention.Pruned:
+        """Remove one version (not the head, nor one a fork branches from); the others stay restorable."""
+        return retention.remove(self, version)
+
+    def tool_calls(self, *, version: int | None = None, since: int = 0, upto: int | None = None) -> list[ToolCall]:
+        """The tool calls recorded in this lineage, oldest first: all of them, those of one `version`, or
+        those in versions after `since` and up to `upto`."""
+        for label, value in (("version", version), ("upto", upto), ("since", since)):
+            if value is not None and (type(value) is not int or value < 0):
+                raise InvalidArgumentError(label, value, "must be a non-negative int")
+        with self.store._guard() as journal:
+            found = journal.stream_and_head(self.task_id)
+            if found is None:
+                return []
+            row, head = found
+            if version is not None:
+                since, upto = version - 1, version
+            upto = head if upto is None else min(upto, head)
+            if upto <= since:
+                return []
+            chain = self.store._chain(row)
+            rows = journal.tool_calls(segments_for(chain, upto), since)
+        codec = self.store.codec
+        return [decode_call(codec, self.task_id, r[0], r[1:]) for r in rows]
+
+    def undo_tools(self, since_version: int, registry: ToolRegistry) -> UndoReport:
+        """Run the registered reverses of the tool calls recorded after `since_version`, newest first;
+        record each reverse (failures too) in one new version; report what was undone and what was not."""
+        return undo_tools(self, since_version, registry)
 
 
 class _Stale(Exception):

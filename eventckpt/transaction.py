@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import InvalidArgumentError
 from .ops import APPEND, DELETE, EXTEND, INCR, SET, TRUNCATE
 from .paths import Path, encodable, normalize
+from .tools import ToolCall, ToolRow, encode_calls
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
@@ -43,6 +44,7 @@ class Transaction:
         self._options = options
         self._ops: list[Recorded] = []
         self._usage: dict[str, int | float] = {}
+        self._tools: list[ToolRow] = []
         self._done = False
         self.checkpoint: Checkpoint | None = None  # the committed version, after a clean exit
 
@@ -95,6 +97,16 @@ class Transaction:
             self._usage[key] = self._usage.get(key, 0) + n
         return self
 
+    def tool_call(self, call: ToolCall) -> Transaction:
+        """Record a tool invocation in this version (see eventckpt.tools)."""
+        if self._done:
+            raise InvalidArgumentError("transaction", self._stream.task_id, "this transaction has already ended")
+        (row,) = encode_calls(self._stream.store.codec, [call])
+        if any(r[0] == row[0] for r in self._tools):
+            raise InvalidArgumentError("tool_calls", row[0], "a call_id is unique among the calls of one version")
+        self._tools.append(row)
+        return self
+
     def __enter__(self) -> Transaction:
         return self
 
@@ -103,4 +115,4 @@ class Transaction:
     ) -> None:
         self._done = True
         if kind is None:
-            self.checkpoint = self._stream._commit_ops(self._ops, self._usage, **self._options)
+            self.checkpoint = self._stream._commit_ops(self._ops, self._usage, tool_rows=self._tools, **self._options)

@@ -48,6 +48,38 @@ def test_stale_cache_diffs_against_the_real_head(db_path: Path) -> None:
         assert [a.stream("t").state(v)["x"] for v in (1, 2, 3, 4)] == [1, 2, 3, 3]
 
 
+def test_transaction_fitting_only_the_real_head(db_path: Path) -> None:
+    """An operation valid on the file's head but not on a stale cached head commits (it is redone)."""
+    with eventckpt.open(db_path) as a, eventckpt.open(db_path) as b:
+        with a.stream("t").transaction() as tx:
+            tx.append("log", "one")
+        with b.stream("t").transaction() as tx:  # b caches version 2
+            tx.append("log", "two")
+        with a.stream("t").transaction() as tx:  # the file is at 3; b's cache still at 2
+            tx.append("log", "three")
+        with b.stream("t").transaction() as tx:
+            tx.set(("log", 2), "THREE")
+        assert a.stream("t").state() == {"log": ["one", "two", "THREE"]}
+        with pytest.raises(eventckpt.PathError):  # a path that fits neither head still fails
+            with b.stream("t").transaction() as tx:
+                tx.set(("log", 9), "x")
+        assert b.stream("t").version == 4
+
+
+def test_redone_transaction_starts_from_the_recorded_values(db_path: Path) -> None:
+    """A transaction redone after a stale first try re-applies its values as recorded, not as the first
+    try's later operations left them."""
+    with eventckpt.open(db_path) as a, eventckpt.open(db_path) as b:
+        b.stream("t").save({"x": 0})  # b caches version 1
+        a.stream("t").save({"x": 1})  # the file moves to version 2
+        with b.stream("t").transaction() as tx:  # the first try collides on version 2 and is redone
+            tx.set("new", [[1]])
+            tx.delete(("new", 0, 0))
+        assert b.stream("t").state() == {"x": 1, "new": [[]]}
+        b.stream("t").save({"x": 1, "new": [[]], "more": 1})  # diffs against b's (correct) cached head
+        assert a.stream("t").state(4) == {"x": 1, "new": [[]], "more": 1}
+
+
 def test_stream_deleted_and_recreated_by_another_connection(db_path: Path) -> None:
     """A cached head of a stream another connection deleted is not reused for the new stream."""
     with eventckpt.open(db_path) as a, eventckpt.open(db_path) as b:

@@ -1,0 +1,239 @@
+"""The async API: session-keyed checkpoints for asyncio agents.
+
+    async with eventckpt.aio.open("agent.db") as store:     # or: store = await eventckpt.aio.open(...)
+        cp = await store.save("session-1", {"messages": [...]}, metadata=eventckpt.meta(node="agent", step=1))
+        latest = await store.load("session-1")              # None when the session has no checkpoint
+        older = await store.load("session-1", cp.id)        # by checkpoint id (a stable string)
+        for cp in await store.list("session-1", limit=10):  # newest first
+            print(cp.summary())
+
+Every call runs the synchronous store on one worker thread owned by this AsyncStore, so the event loop
+never blocks on SQLite and calls run in the order they were made. Writers from other threads, other
+AsyncStores and other processes wait for the write lock (BEGIN IMMEDIATE with a busy timeout) instead
+of failing with "database is locked".
+
+A checkpoint id is `Checkpoint.id`: the `checkpoint_id` given to save(), else the version number as a
+string. Both are stable: versions are never renumbered (retention leaves holes). Caller ids made only of
+digits are refused here, so the two kinds can never be confused.
+
+Deleting one checkpoint of an append-only journal (`delete(session, checkpoint_id)`) removes that version
+and folds its changes into the next one (see eventckpt.retention): it is gone from listings and loads,
+every other version still restores exactly. The newest checkpoint (the session's current state) and a
+checkpoint another session was forked from cannot be deleted alone (VersionInUseError); delete the
+session instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+from collections.abc import Callable, Generator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from . import store as _store
+from .checkpoint import Checkpoint
+from .errors import InvalidArgumentError, VersionNotFoundError
+from .mixin import Migrations
+from .retention import Pruned
+from .store import Store
+from .stream import CheckpointStore, check_task_id
+
+T = TypeVar("T")
+
+
+def _check_id(checkpoint_id: Any) -> str:
+    if type(checkpoint_id) is not str or not checkpoint_id:
+        raise InvalidArgumentError("checkpoint_id", checkpoint_id, "a checkpoint id is a non-empty str")
+    return checkpoint_id
+
+
+def _loaded(cp: Checkpoint) -> Checkpoint:
+    cp.values  # read the state on the worker thread, never later on the event loop
+    return cp
+
+
+class AsyncStore:
+    """An eventckpt store for asyncio code. Use `await eventckpt.aio.open(path)`."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store  # the synchronous store (threads may use it directly; calls are serialized)
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eventckpt-aio")
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, lambda: fn(*args, **kwargs))
+
+    def _stream(self, session_id: str) -> CheckpointStore:
+        return self.store.stream(check_task_id(session_id))
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the store (waits for calls already made)."""
+        await self._run(self.store.close)
+        self._worker.shutdown(wait=True)
+
+    # -- the session API --------------------------------------------------------------------------
+
+    async def save(self, session_id: str, state: Any, token_usage: Mapping[str, int | float] | None = None, *,
+                   metadata: Mapping[str, Any] | None = None, name: str | None = None, auto: bool = False,
+                   expected_version: int | None = None, checkpoint_id: str | None = None,
+                   tool_calls: Any = None) -> Checkpoint:
+        """Save `state` as the session's next checkpoint (see CheckpointStore.save). Its `values` are read
+        lazily, with a blocking read: use `load()` to read a state from async code."""
+        if checkpoint_id is not None and type(checkpoint_id) is str and checkpoint_id.isdigit():
+            raise InvalidArgumentError("checkpoint_id", checkpoint_id, "ids made only of digits would read as version numbers")
+        stream = self._stream(session_id)
+        return await self._run(stream.save, state, token_usage, metadata=metadata, name=name, auto=auto,
+                               expected_version=expected_version, checkpoint_id=checkpoint_id, tool_calls=tool_calls)
+
+    async def load(self, session_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
+        """The checkpoint with `checkpoint_id` (the latest when None), values loaded; None when missing."""
+        stream = self._stream(session_id)
+        if checkpoint_id is not None:
+            _check_id(checkpoint_id)
+        return await self._run(self._load, stream, checkpoint_id)
+
+    @staticmethod
+    def _load(stream: CheckpointStore, checkpoint_id: str | None) -> Checkpoint | None:
+        version = _resolve(stream, checkpoint_id)
+        return _loaded(stream.get(version)) if version else None
+
+    async def list(self, session_id: str, limit: int | None = 10, *, with_values: bool = True) -> list[Checkpoint]:
+        """The session's newest `limit` checkpoints (all when None), newest first."""
+        if limit is not None and (type(limit) is not int or limit < 0):
+            raise InvalidArgumentError("limit", limit, "must be None or a non-negative int")
+        stream = self._stream(session_id)
+
+        def newest() -> list[Checkpoint]:
+            versions = stream.list_versions()
+            chosen = versions[::-1] if limit is None else versions[: -limit - 1 : -1] if limit else []
+            out = []
+            for version in chosen:
+                cp = stream.get(version)
+                out.append(_loaded(cp) if with_values else cp)
+            return out
+
+        return await self._run(newest)
+
+    async def delete(self, session_id: str, checkpoint_id: str | None = None, *, forks: bool = False) -> bool:
+        """Delete one checkpoint, or (None) the whole session (and, with `forks=True`, the sessions forked
+        from it). False when there was nothing to delete."""
+        stream = self._stream(session_id)
+        if checkpoint_id is None:
+            return await self._run(self.store.delete_stream, session_id, forks=forks)
+        _check_id(checkpoint_id)
+
+        def delete_one() -> bool:
+            version = _resolve(stream, checkpoint_id)
+            if not version:
+                return False
+            return bool(stream.remove(version).removed)
+
+        return await self._run(delete_one)
+
+    async def clear_all(self) -> int:
+        """Delete every session; returns how many there were."""
+        def clear() -> int:
+            names = self.store.streams()
+            for name in names:
+                if self.store.stream(name).parent is None:  # a root takes its forks with it
+                    self.store.delete_stream(name, forks=True)
+            return len(names)
+
+        return await self._run(clear)
+
+    async def sessions(self) -> list[str]:
+        """Every session id, oldest first."""
+        return await self._run(self.store.streams)
+
+    # -- time travel, forks, retention (the CheckpointStore verbs, keyed by session) ---------------
+
+    async def get(self, session_id: str, version: int) -> Checkpoint:
+        """The checkpoint at `version`, values loaded (VersionNotFoundError when missing)."""
+        stream = self._stream(session_id)
+        return await self._run(lambda: _loaded(stream.get(version)))
+
+    async def state(self, session_id: str, version: int | None = None, *, as_type: Any = None) -> Any:
+        """The state at `version` (head when None)."""
+        return await self._run(self._stream(session_id).state, version, as_type=as_type)
+
+    async def list_versions(self, session_id: str) -> list[int]:
+        return await self._run(self._stream(session_id).list_versions)
+
+    async def fork(self, session_id: str, at: int | None = None, new_session_id: str | None = None) -> str:
+        """Fork the session at `at` (head when None); returns the new session id."""
+        fork = await self._run(self._stream(session_id).fork, at, new_session_id)
+        return fork.task_id
+
+    async def rollback(self, session_id: str, to: int, *, metadata: Mapping[str, Any] | None = None,
+                       name: str | None = None) -> Checkpoint:
+        """Append a version equal to version `to` (history is kept)."""
+        return await self._run(self._stream(session_id).rollback, to, metadata=metadata, name=name)
+
+    async def load_into(self, session_id: str, obj: Any, version: int | None = None, *,
+                        migrations: Migrations | None = None) -> Checkpoint:
+        """Restore `obj` in place from the session (see CheckpointStore.load_into)."""
+        return await self._run(self._stream(session_id).load_into, obj, version, migrations=migrations)
+
+    async def prune(self, session_id: str, keep_last: int, *, auto_only: bool = False) -> Pruned:
+        return await self._run(self._stream(session_id).prune, keep_last, auto_only=auto_only)
+
+    async def expire(self, session_id: str, older_than: dt.timedelta | dt.datetime, *, auto_only: bool = False) -> Pruned:
+        return await self._run(self._stream(session_id).expire, older_than, auto_only=auto_only)
+
+
+def _resolve(stream: CheckpointStore, checkpoint_id: str | None) -> int:
+    """The version a checkpoint id names in this session's lineage (0 when none)."""
+    if checkpoint_id is None:
+        return stream.version
+    found = stream.find(checkpoint_id)
+    if found is not None:
+        try:  # the id may belong to another session of the tree: only this lineage's count
+            if stream.get(found.version).checkpoint_id == checkpoint_id:
+                return found.version
+        except VersionNotFoundError:
+            pass
+        return 0
+    if checkpoint_id.isdigit():
+        try:
+            return stream.get(int(checkpoint_id)).version
+        except VersionNotFoundError:
+            pass
+    return 0
+
+
+class _Opening:
+    """What `open()` returns: await it for an AsyncStore, or use it as `async with`."""
+
+    def __init__(self, path: str | os.PathLike[str], kwargs: dict[str, Any]) -> None:
+        self._path, self._kwargs = path, kwargs
+        self._store: AsyncStore | None = None
+
+    def __await__(self) -> Generator[Any, None, AsyncStore]:
+        return self._open().__await__()
+
+    async def _open(self) -> AsyncStore:
+        # Opening may wait for another process's schema migration: not on the event loop.
+        sync = await asyncio.get_running_loop().run_in_executor(None, lambda: _store.open(self._path, **self._kwargs))
+        return AsyncStore(sync)
+
+    async def __aenter__(self) -> AsyncStore:
+        self._store = await self._open()
+        return self._store
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._store is not None:
+            await self._store.close()
+
+
+def open(path: str | os.PathLike[str], **kwargs: Any) -> _Opening:  # noqa: A001 - mirrors eventckpt.open
+    """Open an async store: `store = await eventckpt.aio.open(path)` or `async with eventckpt.aio.open(path)
+    as store:`. Keyword arguments are those of `eventckpt.open`."""
+    return _Opening(path, kwargs)

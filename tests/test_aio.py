@@ -1,0 +1,227 @@
+"""eventckpt.aio: session-keyed async checkpoints, stable ids, and writers that never see 'database is locked'."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+import eventckpt
+from eventckpt import aio
+
+
+def run(coro):  # noqa: ANN001, ANN201 - a tiny helper for the sync test functions
+    return asyncio.run(coro)
+
+
+def test_save_load_list_delete(db_path: Path) -> None:
+    """The llmfy-style calls: save, load latest or by id, list newest first with a limit, delete."""
+
+    async def main() -> None:
+        async with aio.open(db_path) as store:
+            ids = []
+            for step in range(1, 13):
+                cp = await store.save("s1", {"step": step}, metadata=eventckpt.meta(node=f"n{step % 3}", step=step))
+                ids.append(cp.id)
+            assert ids == [str(v) for v in range(1, 13)]
+            latest = await store.load("s1")
+            assert latest.values == {"step": 12} and latest.step == 12 and latest.node == "n0"
+            assert (await store.load("s1", "3")).values == {"step": 3}
+            listed = await store.list("s1")
+            assert [cp.version for cp in listed] == list(range(12, 2, -1)) and listed[0].values == {"step": 12}
+            assert [cp.id for cp in await store.list("s1", limit=2)] == ["12", "11"]
+            assert await store.list("s1", limit=0) == []
+            assert len(await store.list("s1", limit=None, with_values=False)) == 12
+            assert await store.load("nobody") is None and await store.load("s1", "99") is None
+            assert await store.list("nobody") == []
+            assert await store.delete("s1", "3") is True
+            assert await store.load("s1", "3") is None
+            assert (await store.load("s1", "4")).values == {"step": 4}  # neighbours still restore
+            assert await store.delete("s1", "3") is False
+            assert await store.delete("s1") is True and await store.load("s1") is None
+
+    run(main())
+
+
+def test_caller_checkpoint_ids(db_path: Path) -> None:
+    """A checkpoint_id given to save is the checkpoint's id; digit-only ids are refused (they read as versions)."""
+
+    async def main() -> None:
+        store = await aio.open(db_path)
+        try:
+            cp = await store.save("s", {"a": 1}, checkpoint_id="after-plan")
+            assert cp.id == "after-plan"
+            assert (await store.load("s", "after-plan")).values == {"a": 1}
+            assert (await store.load("s", "1")).id == "after-plan"
+            with pytest.raises(eventckpt.InvalidArgumentError):
+                await store.save("s", {"a": 2}, checkpoint_id="42")
+            with pytest.raises(eventckpt.InvalidArgumentError):
+                await store.load("s", 1)  # type: ignore[arg-type]
+            await store.save("other", {"b": 1}, checkpoint_id="theirs")
+            fork = await store.fork("s", new_session_id="s-branch")
+            await store.save(fork, {"a": 3}, checkpoint_id="branch-only")
+            assert await store.load("s", "branch-only") is None  # another session's id is not this one's
+            assert (await store.load("s-branch", "after-plan")).values == {"a": 1}  # shared history
+        finally:
+            await store.close()
+
+    run(main())
+
+
+def test_ids_are_stable_across_reopen_and_pruning(db_path: Path) -> None:
+    """An id names the same checkpoint after reopening and after other checkpoints were removed."""
+
+    async def main() -> None:
+        async with aio.open(db_path) as store:
+            for i in range(10):
+                await store.save("s", {"i": i}, auto=i % 2 == 1)
+            remembered = {cp.id: cp.values for cp in await store.list("s", limit=None)}
+            await store.prune("s", keep_last=2, auto_only=True)
+        async with aio.open(db_path) as store:
+            for cp in await store.list("s", limit=None):
+                assert remembered[cp.id] == cp.values
+            assert [cp.id for cp in await store.list("s", limit=None)] == ["10", "9", "7", "5", "3", "1"]
+
+    run(main())
+
+
+def test_delete_refusals(db_path: Path) -> None:
+    """The newest checkpoint and a fork's branch point cannot be deleted alone; a forked session needs forks=True."""
+
+    async def main() -> None:
+        async with aio.open(db_path) as store:
+            for i in range(3):
+                await store.save("s", {"i": i})
+            with pytest.raises(eventckpt.VersionInUseError):
+                await store.delete("s", "3")
+            await store.fork("s", at=2, new_session_id="b")
+            with pytest.raises(eventckpt.VersionInUseError):
+                await store.delete("s", "2")
+            with pytest.raises(eventckpt.StreamInUseError):
+                await store.delete("s")
+            assert await store.delete("s", forks=True) is True
+            assert await store.sessions() == []
+
+    run(main())
+
+
+def test_clear_all_and_time_travel(db_path: Path) -> None:
+    """clear_all deletes every session (forks included); get/state/rollback/list_versions work by session."""
+
+    async def main() -> None:
+        async with aio.open(db_path) as store:
+            await store.save("a", {"x": 1})
+            await store.save("a", {"x": 2})
+            assert (await store.get("a", 1)).values == {"x": 1}
+            assert await store.state("a", 1) == {"x": 1} and await store.list_versions("a") == [1, 2]
+            back = await store.rollback("a", 1)
+            assert back.version == 3 and await store.state("a") == {"x": 1}
+            await store.fork("a", new_session_id="a2")
+            await store.save("b", {"y": 1})
+            assert await store.clear_all() == 3
+            assert await store.sessions() == []
+
+    run(main())
+
+
+def test_load_into_and_expire(db_path: Path) -> None:
+    """load_into restores an object in place; expire removes old checkpoints, async."""
+
+    class Agent(eventckpt.Checkpointable):
+        def __init__(self) -> None:
+            self.turns = 0
+
+    async def main() -> None:
+        async with aio.open(db_path) as store:
+            agent = Agent()
+            for turn in range(3):
+                agent.turns = turn
+                await store.save("s", agent)
+            await store.load_into("s", agent, 1)
+            assert agent.turns == 0
+            import datetime as dt
+
+            assert (await store.expire("s", dt.timedelta(0))).removed == (1, 2)
+
+    run(main())
+
+
+def test_event_loop_is_not_blocked(db_path: Path) -> None:
+    """While a save waits for another connection's write lock, other coroutines keep running."""
+
+    async def main() -> None:
+        async with aio.open(db_path) as store:
+            await store.save("s", {"n": 0})
+            blocker = eventckpt.open(db_path)
+            blocker._journal.begin()  # holds the write lock
+            ticks = 0
+            saving = asyncio.ensure_future(store.save("s", {"n": 1}))
+            while not saving.done() and ticks < 20:
+                await asyncio.sleep(0.01)
+                ticks += 1
+            blocker._journal.rollback()
+            blocker.close()
+            await saving
+            assert ticks >= 20  # the loop ran all the while the save was waiting
+            assert await store.state("s") == {"n": 1}
+
+    run(main())
+
+
+WRITER = """
+import sys, eventckpt
+with eventckpt.open(sys.argv[1]) as store:
+    for i in range(int(sys.argv[2])):
+        store.stream("shared").save({"writer": "process", "i": i, "pid": 1})
+        with store.stream("proc").transaction() as tx:
+            tx.incr("n")
+"""
+
+
+def test_many_writers_never_see_database_locked(db_path: Path) -> None:
+    """Coroutines, threads, a second async store and another process write at once: all land, none fails."""
+    n_coroutines, per = 40, 10
+
+    async def main() -> None:
+        async with aio.open(db_path) as first, aio.open(db_path) as second:
+            proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(db_path), "150"],
+                                    stderr=subprocess.PIPE)
+            errors: list[BaseException] = []
+
+            def thread_writer(k: int) -> None:
+                try:
+                    for i in range(per):
+                        with first.store.stream("threads").transaction() as tx:
+                            tx.incr("n")
+                        first.store.stream(f"thread-{k}").save({"i": i})
+                except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=thread_writer, args=(k,)) for k in range(4)]
+            for t in threads:
+                t.start()
+
+            async def coroutine_writer(k: int) -> None:
+                store = first if k % 2 else second
+                for i in range(per):
+                    await store.save(f"session-{k}", {"k": k, "i": i})
+                    await store.save("shared", {"writer": "coroutine", "k": k, "i": i})
+
+            await asyncio.gather(*(coroutine_writer(k) for k in range(n_coroutines)))
+            for t in threads:
+                t.join()
+            assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+            assert errors == []
+            for k in range(n_coroutines):
+                assert await first.list_versions(f"session-{k}") == list(range(1, per + 1))
+            shared = await second.list_versions("shared")
+            assert shared == list(range(1, n_coroutines * per + 150 + 1))
+            assert await first.state("threads") == {"n": 4 * per}
+            assert await second.state("proc") == {"n": 150}
+
+    run(main())

@@ -1,0 +1,63 @@
+"""Context: state and token usage that snapshot into a stream and restore independently of the checkpoint."""
+
+from __future__ import annotations
+
+import pytest
+
+import eventckpt
+from eventckpt import Context
+
+
+def test_snapshot_and_restore(store: eventckpt.Store) -> None:
+    """snapshot() saves state and usage as the next version; restore() gives an equal new Context."""
+    ctx = Context("task-1", store)
+    ctx.state.set("progress", "step 1")
+    ctx.state["plan"] = ["a", "b"]
+    ctx.add_tokens({"input_tokens": 100})
+    ctx.add_tokens({"input_tokens": 20, "output_tokens": 5})
+    cp = ctx.snapshot(metadata={"step": 1}, name="first")
+    assert (cp.version, cp.name, cp.step) == (1, "first", 1)
+    assert cp.values == {"progress": "step 1", "plan": ["a", "b"]}
+    assert cp.token_usage == {"input_tokens": 120, "output_tokens": 5}
+    again = Context.restore(cp, store)
+    assert again.task_id == "task-1" and again.state.get("plan") == ["a", "b"]
+    assert again.token_usage == {"input_tokens": 120, "output_tokens": 5}
+    again.state.set("progress", "step 2")
+    assert again.snapshot().version == 2 and store.stream("task-1").state(2)["progress"] == "step 2"
+
+
+def test_restored_context_shares_nothing_with_the_checkpoint(store: eventckpt.Store) -> None:
+    """Mutating a restored Context (or the original) never changes the checkpoint, and vice versa."""
+    ctx = Context(store.stream("t"))
+    ctx.state.set("items", [1])
+    cp = ctx.snapshot()
+    ctx.state["items"].append(2)
+    restored = Context.restore(cp)
+    restored.state["items"].append(3)
+    cp.values["items"].append(4)
+    assert restored.state["items"] == [1, 3]
+    assert store.stream("t").state(1) == {"items": [1]}
+    usage = restored.token_usage
+    usage["input_tokens"] = 10**9
+    assert restored.token_usage == {}
+
+
+def test_private_memory_store_when_none_given() -> None:
+    """Without a store a Context snapshots into its own in-memory store (as orbiter's Context does)."""
+    ctx = Context("solo")
+    ctx.state.set("k", 1)
+    assert ctx.snapshot().version == 1 and ctx.snapshot().version == 2
+    assert ctx.stream.store.path == ":memory:"
+
+
+def test_bad_input() -> None:
+    """Bad keys, usage and checkpoints raise InvalidArgumentError."""
+    ctx = Context("t")
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        ctx.state.set(1, "x")  # type: ignore[arg-type]
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        ctx.add_tokens({"input_tokens": "many"})
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        Context.restore({"values": {}})  # type: ignore[arg-type]
+    ctx.state.delete("missing")
+    assert len(ctx.state) == 0 and "Context(task_id='t'" in repr(ctx)

@@ -1,0 +1,224 @@
+"""Retention: prune, expire and remove keep every remaining version exact, respect forks, and give space back."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+import eventckpt
+from eventckpt import SnapshotPolicy, ToolRegistry
+
+from .conftest import journal_rows
+
+SMALL = SnapshotPolicy(min_tail_bytes=2048, event_overhead=16, share_min_bytes=256)
+
+
+def agent_run(stream: eventckpt.CheckpointStore, steps: int, *, auto_every: int = 0, start: int = 0) -> dict[int, Any]:
+    """W-like steps (a growing conversation, a counter, scratch overwrites); returns version -> state."""
+    out = {}
+    for i in range(start, start + steps):
+        with stream.transaction(auto=bool(auto_every) and i % auto_every != 0) as tx:
+            if stream.version == 0:
+                tx.set("scratch", {})
+            tx.append("messages", {"role": "user", "content": f"message {i} " + "x" * 200})
+            tx.set("step", i)
+            tx.set(("scratch", f"k{i % 5}"), "v" * 300 + str(i))
+        out[tx.checkpoint.version] = stream.state(tx.checkpoint.version)
+    return out
+
+
+def assert_exact(stream: eventckpt.CheckpointStore, expected: dict[int, Any]) -> None:
+    """Every version listed restores to its expected state; every other one is gone."""
+    kept = stream.list_versions()
+    for version, state in expected.items():
+        if version in kept:
+            assert stream.state(version) == state, version
+        else:
+            with pytest.raises(eventckpt.VersionNotFoundError):
+                stream.get(version)
+
+
+def page_stats(path: Path) -> tuple[int, int]:
+    conn = apsw.Connection(str(path))
+    try:
+        return conn.execute("PRAGMA page_count").fetchall()[0][0], conn.execute("PRAGMA freelist_count").fetchall()[0][0]
+    finally:
+        conn.close()
+
+
+def test_prune_keeps_the_last_n(db_path: Path) -> None:
+    """prune(keep_last=N) removes older versions; the kept ones restore exactly, even after reopening."""
+    with eventckpt.open(db_path, snapshots=SMALL) as store:
+        stream = store.stream("t")
+        expected = agent_run(stream, 120)
+        result = stream.prune(keep_last=10)
+        assert result.removed == tuple(range(1, 111)) and result.kept_for_forks == ()
+        assert stream.list_versions() == list(range(111, 121)) and len(stream) == 10 and stream.version == 120
+        assert_exact(stream, expected)
+        more = agent_run(stream, 30, start=120)  # writing on after a prune
+    with eventckpt.open(db_path, snapshots=SMALL) as store:
+        assert_exact(store.stream("t"), {**expected, **more})
+
+
+def test_prune_auto_only_leaves_holes(store: eventckpt.Store) -> None:
+    """auto_only removes only automatic versions outside the last N; manual ones and the last N stay."""
+    stream = store.stream("t")
+    expected = agent_run(stream, 40, auto_every=4)  # versions 1, 5, 9, ... are manual
+    result = stream.prune(keep_last=5, auto_only=True)
+    kept = stream.list_versions()
+    assert kept == [v for v in range(1, 36) if v % 4 == 1] + [36, 37, 38, 39, 40]
+    assert set(result.removed) == set(range(1, 41)) - set(kept)
+    assert all(not stream.get(v).auto for v in kept[:-5])
+    assert_exact(stream, expected)
+    with pytest.raises(eventckpt.VersionNotFoundError):
+        stream.state(2)
+    with pytest.raises(eventckpt.VersionNotFoundError):
+        stream.fork(at=2)
+
+
+def test_remaining_events_still_fold(store: eventckpt.Store, db_path: Path) -> None:
+    """After a cut, the first kept version's events rebuild its whole state (invariant 1 holds)."""
+    stream = store.stream("t")
+    expected = agent_run(stream, 50)
+    stream.prune(keep_last=3)
+    conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    rows = conn.execute("SELECT op, path FROM events WHERE version = 48 ORDER BY seq").fetchall()
+    assert sorted(rows) == [("set", "$.messages"), ("set", "$.scratch"), ("set", "$.step")]
+    assert stream.state(48) == expected[48]
+
+
+def test_expire_by_age_and_by_time(store: eventckpt.Store) -> None:
+    """expire(older_than=timedelta | datetime) removes versions created before the cutoff, never the head."""
+    stream = store.stream("t")
+    expected = agent_run(stream, 10)
+    cutoff = stream.get(6).created_at
+    assert stream.expire(older_than=cutoff).removed == (1, 2, 3, 4, 5)
+    assert stream.expire(older_than=dt.timedelta(days=1)).removed == ()
+    assert stream.expire(older_than=dt.timedelta(0)).removed == (6, 7, 8, 9)
+    assert stream.list_versions() == [10]
+    assert_exact(stream, expected)
+
+
+def test_remove_one_version(store: eventckpt.Store) -> None:
+    """remove(v) drops one version; its neighbours restore; the head cannot be removed."""
+    stream = store.stream("t")
+    expected = agent_run(stream, 8)
+    assert stream.remove(4).removed == (4,)
+    assert stream.list_versions() == [1, 2, 3, 5, 6, 7, 8]
+    assert_exact(stream, expected)
+    with pytest.raises(eventckpt.VersionInUseError, match="head"):
+        stream.remove(8)
+    with pytest.raises(eventckpt.VersionNotFoundError):
+        stream.remove(4)
+
+
+def test_forks_keep_their_branch_point(store: eventckpt.Store) -> None:
+    """A version a fork branches at is kept (and reported); the fork keeps restoring and writing."""
+    main = store.stream("main")
+    expected = agent_run(main, 30)
+    fork = main.fork(at=12, task_id="branch")
+    branch_expected = {v: expected[v] for v in range(1, 13)}
+    branch_expected.update(agent_run(fork, 10, start=100))
+    grand = fork.fork(at=5, task_id="grand")  # below the fork's own versions: shares main's version 5
+    result = main.prune(keep_last=4)
+    assert result.kept_for_forks == (5, 12)
+    assert main.list_versions() == [5, 12, 27, 28, 29, 30]
+    assert fork.list_versions() == [5, 12] + list(range(13, 23))
+    assert_exact(main, expected)
+    assert_exact(fork, branch_expected)
+    assert grand.list_versions() == [5] and grand.state(5) == expected[5]
+    more = agent_run(fork, 5, start=200)
+    assert_exact(fork, {**branch_expected, **more})
+    with pytest.raises(eventckpt.VersionInUseError, match="branch"):
+        main.remove(12)
+    with pytest.raises(eventckpt.VersionInUseError, match="forked from"):
+        fork.remove(5)
+
+
+def test_pruning_a_fork_touches_only_its_own_versions(store: eventckpt.Store) -> None:
+    """A fork's prune removes its own versions; the parent's history it shares stays for the parent."""
+    main = store.stream("main")
+    expected = agent_run(main, 10)
+    fork = main.fork(at=6, task_id="branch")
+    fork_expected = {**{v: expected[v] for v in range(1, 7)}, **agent_run(fork, 10, start=50)}
+    result = fork.prune(keep_last=2)
+    assert result.removed == tuple(range(7, 15))
+    assert fork.list_versions() == [1, 2, 3, 4, 5, 6, 15, 16]
+    assert main.list_versions() == list(range(1, 11))
+    assert_exact(fork, fork_expected)
+    assert_exact(main, expected)
+
+
+def test_space_is_reclaimed(db_path: Path) -> None:
+    """Pruning a long history frees pages and gives them back: the file shrinks."""
+    with eventckpt.open(db_path) as store:
+        stream = store.stream("t")
+        for i in range(400):
+            stream.save({"step": i, "blob": f"{i}" + "z" * 4000})
+        pages_before, _ = page_stats(db_path)
+        stream.prune(keep_last=5)
+        pages_after, free_after = page_stats(db_path)
+        assert pages_after < pages_before / 10 and free_after == 0
+    size = db_path.stat().st_size
+    with eventckpt.open(db_path) as store:
+        assert store.stream("t").state() == {"step": 399, "blob": "399" + "z" * 4000}
+    assert size < 200_000
+
+
+def test_stale_cache_in_another_connection(db_path: Path) -> None:
+    """A connection whose cached head predates a prune elsewhere writes correct snapshots afterwards."""
+    with eventckpt.open(db_path, snapshots=SMALL) as a, eventckpt.open(db_path, snapshots=SMALL) as b:
+        with a.stream("t").transaction() as tx:  # a big key that never changes: snapshots share it by base
+            tx.set("config", {"prompt": "p" * 1000})
+            tx.set("scratch", {})
+        expected = {1: a.stream("t").state(1), **agent_run(a.stream("t"), 60)}
+        b.stream("t").prune(keep_last=3)  # removes the snapshot a's cached tracker names as config's base
+        expected.update(agent_run(a.stream("t"), 60, start=60))
+    with eventckpt.open(db_path) as fresh:
+        assert_exact(fresh.stream("t"), expected)
+        conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+        assert conn.execute("SELECT count(*) FROM snapshots WHERE version > 60").fetchall()[0][0] > 0
+
+
+def test_pruned_tool_calls_move_to_the_next_kept_version(store: eventckpt.Store, tmp_path: Path) -> None:
+    """Tool calls of removed versions fold into the next kept version, so undo_tools still finds them."""
+    undone: list[str] = []
+    tools = ToolRegistry()
+    tools.register("touch", lambda name: name, reverse=lambda args, result: undone.append(result))
+    stream = store.stream("t")
+    stream.save({"s": 0})
+    for i in range(1, 7):
+        stream.save({"s": i}, tool_calls=[tools.call("touch", name=f"n{i}")], auto=i % 2 == 0)
+    stream.prune(keep_last=1, auto_only=True)
+    assert stream.list_versions() == [1, 2, 4, 6, 7]  # manual versions 1, 2, 4, 6 are kept
+    assert [(c.version, c.result) for c in stream.tool_calls()] == [
+        (2, "n1"), (4, "n2"), (4, "n3"), (6, "n4"), (6, "n5"), (7, "n6")]
+    stream.undo_tools(2, tools)
+    assert undone == ["n6", "n5", "n4", "n3", "n2"]
+
+
+def test_checkpoint_ids_of_removed_versions_are_gone(store: eventckpt.Store) -> None:
+    """A caller id naming a removed version finds nothing; ids of kept versions still resolve."""
+    stream = store.stream("t")
+    for i in range(5):
+        stream.save({"i": i}, checkpoint_id=f"cp-{i}")
+    stream.prune(keep_last=2)
+    assert stream.find("cp-0") is None and stream.find("cp-4").version == 5
+
+
+def test_bad_arguments_change_nothing(store: eventckpt.Store, db_path: Path) -> None:
+    """Invalid retention arguments raise InvalidArgumentError before anything is written."""
+    stream = store.stream("t")
+    agent_run(stream, 5)
+    before = journal_rows(db_path)
+    for call in (lambda: stream.prune(0), lambda: stream.prune(2, auto_only="yes"),
+                 lambda: stream.expire(dt.timedelta(days=-1)), lambda: stream.expire(dt.datetime(2020, 1, 1)),
+                 lambda: stream.expire("old"), lambda: stream.remove("3")):
+        with pytest.raises(eventckpt.InvalidArgumentError):
+            call()
+    assert journal_rows(db_path) == before
+    assert store.stream("empty").prune(1).removed == ()

@@ -1,0 +1,181 @@
+"""Tool invocations: recorded with the version that made them; undone newest first, keeping the record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+import eventckpt
+from eventckpt import ToolCall, ToolRegistry
+
+from .conftest import journal_rows
+
+
+def files_registry(root: Path, log: list[str]) -> ToolRegistry:
+    """write_file creates a real file; its reverse deletes it (and logs the order of reverses)."""
+    tools = ToolRegistry()
+
+    def write_file(path: str, text: str) -> int:
+        (root / path).write_text(text)
+        return len(text)
+
+    def delete_file(args: dict[str, Any], result: Any) -> None:
+        log.append(args["path"])
+        (root / args["path"]).unlink()
+
+    tools.register("write_file", write_file, reverse=delete_file)
+    return tools
+
+
+def test_calls_recorded_in_the_version(store: eventckpt.Store, tmp_path: Path) -> None:
+    """save(tool_calls=...) stores name, arguments, result and error with that version."""
+    tools = files_registry(tmp_path, [])
+    stream = store.stream("agent")
+    ok = tools.call("write_file", path="a.txt", text="hello")
+    bad = tools.call("write_file", path="missing/dir/b.txt", text="x")
+    assert ok.ok and ok.result == 5
+    assert not bad.ok and bad.error.startswith("FileNotFoundError") and isinstance(bad.exception, FileNotFoundError)
+    stream.save({"step": 1})
+    cp = stream.save({"step": 2}, tool_calls=[ok, bad])
+    calls = stream.tool_calls(version=cp.version)
+    assert [(c.name, c.arguments, c.result, c.error is None) for c in calls] == [
+        ("write_file", {"path": "a.txt", "text": "hello"}, 5, True),
+        ("write_file", {"path": "missing/dir/b.txt", "text": "x"}, None, False),
+    ]
+    assert calls[0].call_id == ok.call_id and calls[0].version == 2 and calls[0].task_id == "agent"
+    assert stream.tool_calls(version=1) == [] and len(stream.tool_calls(upto=1)) == 0
+    assert len(stream.tool_calls()) == 2
+
+
+def test_transaction_records_calls(store: eventckpt.Store) -> None:
+    """A transaction records tool calls alongside its operations, in one version."""
+    stream = store.stream("agent")
+    call = ToolCall("search", {"q": "weather"}, {"hits": 3}, call_id="call_abc")
+    with stream.transaction() as tx:
+        tx.append("messages", {"role": "tool", "content": "3 hits"})
+        tx.tool_call(call)
+    (got,) = stream.tool_calls()
+    assert got.call_id == "call_abc" and got.result == {"hits": 3} and got.version == 1
+
+
+def test_bad_calls_write_nothing(store: eventckpt.Store, db_path: Path) -> None:
+    """An invalid or unstorable tool call raises a typed error and writes no version."""
+    stream = store.stream("agent")
+    stream.save({"x": 1})
+    before = journal_rows(db_path)
+    for calls in ([ToolCall("", {})], [ToolCall("t", {"f": object()})], ["not a call"], ToolCall("t"),
+                  [ToolCall("t", call_id="same"), ToolCall("t", call_id="same")]):
+        with pytest.raises(eventckpt.CheckpointError):
+            stream.save({"x": 2}, tool_calls=calls)  # type: ignore[arg-type]
+    with pytest.raises(eventckpt.CheckpointError):
+        with stream.transaction() as tx:
+            tx.tool_call(ToolCall("t", {"bad": {1, object()}}))
+    assert journal_rows(db_path) == before
+
+
+def test_undo_runs_reverses_newest_first(store: eventckpt.Store, tmp_path: Path) -> None:
+    """undo_tools(since) reverses the calls after `since`, newest first, and records each reverse."""
+    log: list[str] = []
+    tools = files_registry(tmp_path, log)
+    stream = store.stream("agent")
+    stream.save({"step": 0}, tool_calls=[tools.call("write_file", path="keep.txt", text="k")])
+    for i in range(1, 4):
+        stream.save({"step": i}, tool_calls=[tools.call("write_file", path=f"f{i}.txt", text="x")])
+    report = stream.undo_tools(1, tools)
+    assert log == ["f3.txt", "f2.txt", "f1.txt"]
+    assert report.ok and [c.arguments["path"] for c in report.undone] == ["f3.txt", "f2.txt", "f1.txt"]
+    assert sorted(p.name for p in tmp_path.glob("*.txt")) == ["keep.txt"]
+    assert report.checkpoint is not None and report.checkpoint.version == 5
+    assert stream.state() == {"step": 3}  # undoing side effects does not roll the state back
+    records = stream.tool_calls(version=5)
+    assert [r.undoes for r in records] == [c.call_id for c in report.undone]
+    assert len(stream.tool_calls()) == 7  # the original calls are all still recorded
+
+
+def test_undo_reports_failures_and_keeps_them(store: eventckpt.Store, tmp_path: Path) -> None:
+    """A failing reverse is reported and recorded with its error; a retry runs it again."""
+    tools = ToolRegistry()
+    attempts: list[str] = []
+
+    def flaky_reverse(args: dict[str, Any], result: Any) -> str:
+        attempts.append(args["id"])
+        if len(attempts) == 1:
+            raise ConnectionError("remote down")
+        return "deleted"
+
+    tools.register("create", lambda id: id, reverse=flaky_reverse)
+    tools.register("notify", lambda to: "sent")  # no reverse: irreversible
+    stream = store.stream("agent")
+    stream.save({"s": 1}, tool_calls=[tools.call("create", id="r1"), tools.call("notify", to="bob")])
+    first = stream.undo_tools(0, tools)
+    assert not first.ok
+    assert [(c.arguments, err) for c, err in first.failed] == [({"id": "r1"}, "ConnectionError: remote down")]
+    assert [c.name for c in first.irreversible] == ["notify"]
+    (record,) = stream.tool_calls(version=first.checkpoint.version)
+    assert record.error == "ConnectionError: remote down" and record.undoes == first.failed[0][0].call_id
+    assert first.checkpoint.metadata["undo_tools"]["irreversible"] == [first.irreversible[0].call_id]
+    second = stream.undo_tools(0, tools)
+    assert [c.arguments for c in second.undone] == [{"id": "r1"}] and attempts == ["r1", "r1"]
+    third = stream.undo_tools(0, tools)
+    assert third.undone == [] and third.checkpoint is None  # already undone: skipped, nothing new written
+    assert [c.name for c in third.skipped] == ["create"]
+
+
+def test_failed_calls_are_skipped(store: eventckpt.Store) -> None:
+    """A call that had failed has nothing to reverse: it is reported as skipped."""
+    tools = ToolRegistry()
+    tools.register("boom", lambda: 1 / 0, reverse=lambda a, r: pytest.fail("must not run"))
+    stream = store.stream("agent")
+    stream.save({"s": 1}, tool_calls=[tools.call("boom")])
+    report = stream.undo_tools(0, tools)
+    assert [c.error for c in report.skipped] == ["ZeroDivisionError: division by zero"] and report.checkpoint is None
+
+
+def test_forks_share_undo_state(store: eventckpt.Store, tmp_path: Path) -> None:
+    """A fork sees its parent's calls; a call undone in one stream of the tree is not undone again."""
+    log: list[str] = []
+    tools = files_registry(tmp_path, log)
+    main = store.stream("main")
+    main.save({"s": 0})
+    main.save({"s": 1}, tool_calls=[tools.call("write_file", path="shared.txt", text="x")])
+    fork = main.fork(at=2, task_id="branch")
+    assert [c.arguments["path"] for c in fork.tool_calls()] == ["shared.txt"]
+    assert fork.undo_tools(1, tools).undone and log == ["shared.txt"]
+    again = main.undo_tools(1, tools)
+    assert again.undone == [] and log == ["shared.txt"]
+
+
+def test_records_readable_with_sql(store: eventckpt.Store, db_path: Path) -> None:
+    """The tool_calls table is plain SQL with JSON arguments and results."""
+    store.stream("agent").save({"s": 1}, tool_calls=[ToolCall("search", {"q": "x"}, ["r"])])
+    conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    row = conn.execute("SELECT version, name, json_extract(arguments, '$.q'), result FROM tool_calls").fetchall()
+    assert row == [(1, "search", "x", '["r"]')]
+
+
+def test_registry_errors() -> None:
+    """Unknown tools and bad registrations raise InvalidArgumentError."""
+    tools = ToolRegistry()
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        tools.call("nope")
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        tools.register("", print)
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        tools.register("x", print, reverse="not callable")  # type: ignore[arg-type]
+
+    @tools.tool(reverse=lambda a, r: None)
+    def ping(host: str) -> str:
+        return "pong " + host
+
+    assert "ping" in tools and tools.call("ping", host="h").result == "pong h"
+
+
+def test_deleting_a_stream_deletes_its_calls(store: eventckpt.Store, db_path: Path) -> None:
+    """Tool calls belong to their versions: deleting the stream (and its forks) removes them too."""
+    store.stream("t").save({"a": 1}, tool_calls=[ToolCall("x", {"a": 1}, 2)])
+    store.stream("t").fork(task_id="f").save({"a": 2}, tool_calls=[ToolCall("y")])
+    assert store.delete_stream("t", forks=True)
+    assert journal_rows(db_path)["tool_calls"] == []
