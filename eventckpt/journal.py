@@ -35,19 +35,21 @@ def _schema_dir() -> Any:
 
 
 def schema_files() -> list[tuple[int, str, str]]:
-    """(number, name, sql) of every schema file, in ladder order; numbers are 1..N without gaps."""
+    """(number, name, sql) of every schema file, in ladder order. Numbers start at 1 and are unique;
+    a gap is allowed (numbers are reserved per feature, so a branch may hold 001 and 004 only)."""
     found = []
     for entry in _schema_dir().iterdir():
         m = _SCHEMA_FILE.match(entry.name)
         if m:
             found.append((int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
     found.sort()
-    if [n for n, _, _ in found] != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"schema files are not numbered 1..N: {[name for _, name, _ in found]}")
+    numbers = [n for n, _, _ in found]
+    if not numbers or numbers[0] != 1 or len(set(numbers)) != len(numbers):
+        raise RuntimeError(f"schema files must start at 001 and have unique numbers: {[name for _, name, _ in found]}")
     return found
 
 
-SCHEMA_VERSION = len(schema_files())
+SCHEMA_VERSION = schema_files()[-1][0]  # the highest number
 
 
 # -- rows -----------------------------------------------------------------------------------------
