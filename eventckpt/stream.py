@@ -260,7 +260,10 @@ class CheckpointStore:
                             expected_version=expected_version, checkpoint_id=None)
 
     def fork(self, at: int | None = None, task_id: str | None = None) -> CheckpointStore:
-        """A new stream sharing this one's history up to version `at` (head when None); nothing is copied."""
+        """A new stream sharing this one's history up to version `at` (head when None); nothing is copied.
+
+        `at=0` shares no versions: a new, empty lineage in the same stream tree (so checkpoint ids stay
+        unique across both)."""
         if task_id is not None:
             check_task_id(task_id)
         with self.store._guard() as journal, journal.write():
@@ -269,9 +272,10 @@ class CheckpointStore:
                 raise StreamNotFoundError(self.task_id)
             row, head = found
             at = head if at is None else _check_version("at", at)
-            if not 1 <= at <= head:
+            if not 0 <= at <= head:
                 raise VersionNotFoundError(self.task_id, at, head)
-            self._version_row(row, at)
+            if at:
+                self._version_row(row, at)
             if task_id is None:
                 n = 1
                 while journal.stream(f"{self.task_id}~{n}") is not None:
