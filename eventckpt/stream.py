@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -377,6 +377,36 @@ class CheckpointStore:
         if head.tracker.due():
             store._write_snapshot(row.id, version, head)
         return row, head, created, version, checksum, usage
+
+    # -- partial saves (used by eventckpt.langgraph) ------------------------------------------------
+
+    def update(
+        self,
+        changes: Mapping[str, Any],
+        *,
+        keep: Iterable[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        checkpoint_id: str | None = None,
+    ) -> Checkpoint:
+        """Commit the head state with the top-level keys in `changes` replaced, as the next version;
+        with `keep`, every other key of the head that is not in `keep` is removed. Only the keys in
+        `changes` are compared with the head, so the cost is the size of what the caller says changed
+        however large the rest of the state is; a changed list that grew at its end is one append."""
+        state = _state_dict(changes)
+        kept = None if keep is None else set(keep)
+        if kept is not None and any(type(k) is not str for k in kept):
+            raise InvalidArgumentError("keep", keep, "must be an iterable of top-level keys (str)")
+
+        def events(head: dict[str, Any]) -> list[ops.Event]:
+            out = [] if kept is None else [
+                ops.Event(ops.DELETE, (k,)) for k in head if k not in state and k not in kept
+            ]
+            out.extend(ops.diff({k: head[k] for k in state if k in head}, state))
+            return out
+
+        return self._commit(events, False, lambda prev: prev, metadata=metadata, name=None, auto=False,
+                            expected_version=expected_version, checkpoint_id=checkpoint_id)
 
 
 class _Stale(Exception):
