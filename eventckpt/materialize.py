@@ -14,11 +14,14 @@ from .snapshot import SnapshotPolicy, Tracker, parse_manifest
 
 
 def materialize(
-    journal: Journal, codec: Codec, chain: Sequence[StreamRow], version: int, policy: SnapshotPolicy
+    journal: Journal, codec: Codec, chain: Sequence[StreamRow], version: int, policy: SnapshotPolicy,
+    *, track: bool = True,
 ) -> tuple[dict[str, Any], Tracker]:
     """The state at `version` of the lineage ending with `chain[-1]`, and the snapshot tracker there.
 
     Cost: one snapshot, each shared key's own events (bulk-decoded), and the tail since the snapshot.
+    With track=False (a read that will not write after it) the tracker is not kept up to date, which
+    lets runs of appends replay in bulk.
     """
     segments = segments_for(chain, version)
     with journal.read(), quiet_gc():
@@ -37,10 +40,11 @@ def materialize(
             missing = [key for key, (base, _) in manifest.items() if base == since and key not in state]
             if missing or type(state) is not dict:
                 raise CorruptStoreError(f"snapshot at version {since} lacks keys {missing!r} its manifest names")
+        observer = tracker if track else None
         for key, base in shared.items():
-            _rebuild_key(journal, codec, segments, state, key, base, since, tracker)
+            _rebuild_key(journal, codec, segments, state, key, base, since, observer)
         tail = [row for row in journal.tail(segments, since) if from_text(row[3])[0] not in shared]
-        replay(codec, state, tail, tracker)
+        replay(codec, state, tail, observer)
     return state, tracker
 
 
@@ -52,7 +56,7 @@ def _rebuild_key(
     key: str,
     base: Any,
     since: int,
-    tracker: Tracker,
+    tracker: Tracker | None,
 ) -> None:
     """Rebuild one shared key: where it was last written (or nothing), its appends up to the snapshot in
     bulk, then its own events after the snapshot."""

@@ -221,7 +221,7 @@ class Store:
         head = self._heads.get(row.id)
         if head is not None and head.version == version:
             return self.codec.copy(head.state)
-        state, _ = materialize(self._journal, self.codec, self._chain(row), version, self.policy)
+        state, _ = materialize(self._journal, self.codec, self._chain(row), version, self.policy, track=False)
         return state
 
     def _write_snapshot(self, stream_id: int, version: int, head: Head) -> None:
