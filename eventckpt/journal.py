@@ -116,7 +116,7 @@ class LangGraphRow:
     version: int
     metadata: str | None
     parent_id: str | None  # the checkpoint id of the previous version of its lineage
-    writes: str  # JSON array of [task id, channel, encoding, value], in LangGraph's writes order
+    writes: str | None  # JSON array of [task id, [[idx, channel, encoding, value], ...]] in writes order
 
 
 # The parent is the previous version of the lineage: in the same stream, or (for a fork's first own
@@ -127,8 +127,8 @@ SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id, s.name, c.version, v.metad
   (SELECT p.checkpoint_id FROM checkpoint_ids AS p
     WHERE p.stream_id = CASE WHEN c.version - 1 > coalesce(s.fork_version, 0) THEN s.id ELSE s.parent_id END
       AND p.version = c.version - 1),
-  (SELECT json_group_array(json_array(w.task_id, w.channel, json(w.type), json(w.value))
-            ORDER BY w.task_path, w.task_id, w.idx)
+  (SELECT '[' || group_concat('[' || json_quote(w.task_id) || ',' || w.writes || ']', ','
+                               ORDER BY w.task_path, w.task_id) || ']'
      FROM langgraph_writes AS w
     WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = t.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
 FROM langgraph_threads AS t
@@ -649,21 +649,28 @@ class Journal:
         )
         return [LangGraphRow(*r) for r in rows]
 
-    def langgraph_put_writes(self, rows: Sequence[tuple[Any, ...]], replace: bool) -> None:
-        """Insert writes (thread, ns, checkpoint id, task id, idx, task path, channel, type, value); an
-        existing (task, idx) is replaced when `replace`, else kept (a retried task writes nothing twice)."""
-        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-        self._many(
-            verb + " INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path,"
-            " channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
+    def langgraph_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str | None:
+        """The JSON array of one task's writes on a checkpoint."""
+        row = self._one(
+            "SELECT writes FROM langgraph_writes WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+            " AND task_id = ?",
+            (thread_id, checkpoint_ns, checkpoint_id, task_id),
+        )
+        return row[0] if row else None
+
+    def langgraph_set_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str,
+                             task_path: str, writes: str) -> None:
+        self._run(
+            "INSERT OR REPLACE INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,"
+            " writes) VALUES (?, ?, ?, ?, ?, ?)",
+            (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes),
         )
 
     def langgraph_copy_writes(self, source: str, target: str, checkpoint_ns: str) -> None:
         self._run(
-            "INSERT INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, task_path,"
-            " channel, type, value) SELECT ?, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel,"
-            " type, value FROM langgraph_writes WHERE thread_id = ? AND checkpoint_ns = ?",
+            "INSERT INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes)"
+            " SELECT ?, checkpoint_ns, checkpoint_id, task_id, task_path, writes FROM langgraph_writes"
+            " WHERE thread_id = ? AND checkpoint_ns = ?",
             (target, source, checkpoint_ns),
         )
 
@@ -674,8 +681,8 @@ class Journal:
             " JOIN checkpoint_ids AS c ON c.stream_id = v.stream_id AND c.version = v.version"
             " JOIN streams AS s ON s.id = v.stream_id"
             " JOIN langgraph_threads AS t ON t.tree_id = coalesce(s.root_id, s.id)"
-            " WHERE json_extract(v.metadata, '$.run_id') IS NOT NULL"
-            " AND json_extract(v.metadata, '$.run_id') IN (SELECT value FROM json_each(?))",
+            " WHERE json_extract(v.metadata, '$.metadata.run_id') IS NOT NULL"
+            " AND json_extract(v.metadata, '$.metadata.run_id') IN (SELECT value FROM json_each(?))",
             (orjson.dumps(list(run_ids)).decode(),),
         )
 

@@ -385,6 +385,7 @@ class CheckpointStore:
         changes: Mapping[str, Any],
         *,
         keep: Iterable[str] | None = None,
+        plain: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
         expected_version: int | None = None,
         checkpoint_id: str | None = None,
@@ -392,17 +393,27 @@ class CheckpointStore:
         """Commit the head state with the top-level keys in `changes` replaced, as the next version;
         with `keep`, every other key of the head that is not in `keep` is removed. Only the keys in
         `changes` are compared with the head, so the cost is the size of what the caller says changed
-        however large the rest of the state is; a changed list that grew at its end is one append."""
+        however large the rest of the state is; a changed list that grew at its end is one append.
+
+        Every change below a key in `plain` must be plain JSON (`Codec.is_plain`), else
+        SerializationError and nothing is written: a caller that encodes other values its own way
+        checks only what changed, not a whole long list every time."""
         state = _state_dict(changes)
         kept = None if keep is None else set(keep)
         if kept is not None and any(type(k) is not str for k in kept):
             raise InvalidArgumentError("keep", keep, "must be an iterable of top-level keys (str)")
+        codec = self.store.codec
+        plain_keys = set(plain)
 
         def events(head: dict[str, Any]) -> list[ops.Event]:
             out = [] if kept is None else [
                 ops.Event(ops.DELETE, (k,)) for k in head if k not in state and k not in kept
             ]
             out.extend(ops.diff({k: head[k] for k in state if k in head}, state))
+            if plain_keys:
+                for event in out:
+                    if event.path[0] in plain_keys and event.op != ops.DELETE and not codec.is_plain(event.value):
+                        raise SerializationError(event.path, "is not plain JSON", type(event.value).__name__)
             return out
 
         return self._commit(events, False, lambda prev: prev, metadata=metadata, name=None, auto=False,

@@ -3,10 +3,13 @@
 - Each (thread_id, checkpoint_ns) is one stream tree whose root is named
   `langgraph:["<thread_id>","<checkpoint_ns>"]` (JSON, so any string is unambiguous; `#N` is added
   when an older tree still holds the name) and recorded in the `langgraph_threads` table.
-- The state of a version holds one top-level key per channel, `__serde__:<channel>` for the encoding
-  of a value that is not plain JSON (see values.py), `__checkpoint__` for the rest of LangGraph's
-  checkpoint (v, ts, channel_versions, versions_seen, updated_channels, ...), and `__channels__` for
-  the channels whose names cannot be keys: {channel: [encoding, value]}.
+- A checkpoint is one version. Its state holds one top-level key per channel, `__serde__:<channel>`
+  for the encoding of a value that is not plain JSON (see values.py), and `__channels__` for the
+  channels whose names cannot be keys: {channel: [encoding, value]}. The version's metadata is
+  {"metadata": LangGraph's metadata, "checkpoint": the rest of LangGraph's checkpoint (v, ts,
+  channel_versions, versions_seen, updated_channels, ...)}, plus "serde": encoding when that rest is
+  not plain JSON. Bookkeeping that changes every step is thus one small JSON object per version, read
+  without any replay, and the state holds only what the graph holds.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from ..errors import InvalidArgumentError
 from ..journal import Journal
 from ..paths import addressable
 
-META = "__checkpoint__"
 OVERFLOW = "__channels__"
 SERDE = "__serde__:"
 PREFIX = "langgraph:"
@@ -26,7 +28,7 @@ MAX_NAME = 1000  # stream names are at most 1024 characters; room for the "#N" s
 
 def channel_key(channel: str) -> str | None:
     """The top-level state key holding a channel, or None when it lives in `__channels__`."""
-    if channel in (META, OVERFLOW) or channel.startswith(SERDE) or not channel or not addressable(channel):
+    if channel == OVERFLOW or channel.startswith(SERDE) or not channel or not addressable(channel):
         return None
     return channel
 

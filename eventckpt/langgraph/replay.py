@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..codec import quiet_gc
 from ..errors import CorruptStoreError, SerializationError, StreamNotFoundError, VersionNotFoundError
 from ..journal import segments_for
-from ..ops import APPEND, EXTEND, TRUNCATE, apply
+from ..ops import APPEND, EXTEND, SET, TRUNCATE, apply
 from ..paths import from_text
 
 if TYPE_CHECKING:
@@ -39,24 +39,21 @@ def states_at(store: Store, stream: str, versions: Iterable[int]) -> dict[int, d
         state = store._state_at(row, wanted[0])
         rows = journal.tail(segments_for(store._chain(row), wanted[-1]), wanted[0])
     out = {wanted[0]: state}
-    if not rows:
-        return out
     try:
         with quiet_gc():
             values = store.codec.decode_many([r[4] if r[4] is not None else "null" for r in rows])
     except SerializationError as exc:
         raise CorruptStoreError(f"an event value is damaged: {exc}") from None
-    keep = set(wanted)
     i, n = 0, len(rows)
-    while i < n:
-        version = rows[i][0]
-        state = dict(state)
-        fresh = {id(state)}  # containers already copied for this version
-        while i < n and rows[i][0] == version:
-            _apply_copied(state, fresh, rows[i], values[i])
-            i += 1
-        if version in keep:
-            out[version] = state
+    for target in wanted[1:]:  # a version without events has the state of the one before
+        while i < n and rows[i][0] <= target:
+            version = rows[i][0]
+            state = dict(state)
+            fresh = {id(state)}  # containers already copied for this version
+            while i < n and rows[i][0] == version:
+                _apply_copied(state, fresh, rows[i], values[i])
+                i += 1
+        out[target] = state
     return out
 
 
@@ -66,6 +63,9 @@ def _apply_copied(state: dict[str, Any], fresh: set[int], row: Any, value: Any) 
     version, _, op, text, _ = row
     path = from_text(text)
     try:
+        if len(path) == 1 and op == SET:  # the common case: a channel replaced
+            state[path[0]] = value
+            return
         parent: Any = state
         for key in path[:-1]:
             parent = _own(parent, key, fresh)

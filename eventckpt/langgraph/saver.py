@@ -15,9 +15,9 @@ import asyncio
 import os
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -32,19 +32,21 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..checkpoint import now
-from ..errors import ConflictError, InvalidArgumentError
+from ..codec import quiet_gc
+from ..errors import ConflictError, InvalidArgumentError, SerializationError
 from ..journal import LangGraphRow
 from ..paths import addressable, to_text
 from ..snapshot import SnapshotPolicy
 from ..store import Store
 from ..store import open as open_store
 from . import maintenance
-from .layout import META, OVERFLOW, SERDE, channel_key, tree_name
+from .layout import OVERFLOW, SERDE, channel_key, tree_name
 from .replay import states_at
 from .values import Values
 
 _CHUNK = 256  # checkpoints whose states one listing builds at once (memory stays bounded)
 _ATTEMPTS = 5
+_REMEMBERED = 10_000  # namespaces whose last put a saver remembers
 
 
 class EventCkptSaver(BaseCheckpointSaver[int]):
@@ -74,6 +76,10 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             self._owns_store = True
         else:
             raise InvalidArgumentError("store", store, "must be an eventckpt Store or a file path")
+        # (thread, ns) -> this saver's last put there: where it went and which channels were plain JSON.
+        # A put whose parent is that checkpoint goes to the same stream without a lookup; the store's
+        # expected_version check catches any other writer in between.
+        self._last: dict[tuple[str, str], _Last] = {}
 
     def close(self) -> None:
         """Close the store if this saver opened it."""
@@ -132,7 +138,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         for key, value in (filter or {}).items():
             if type(key) is not str or not addressable(key):
                 raise InvalidArgumentError("filter", filter, f"metadata key {key!r} cannot be queried")
-            out.append((to_text((key,)), self.store.codec.encode_text(value)))
+            out.append((to_text(("metadata", key)), self.store.codec.encode_text(value)))
         return out
 
     def _tuples(self, rows: list[LangGraphRow]) -> Iterator[CheckpointTuple]:
@@ -143,32 +149,35 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             wanted: dict[str, list[int]] = defaultdict(list)
             for row in chunk:
                 wanted[row.stream].append(row.version)
-            states = {(name, v): s for name, vs in wanted.items() for v, s in states_at(self.store, name, vs).items()}
-            for row in chunk:
-                yield self._tuple(row, states[(row.stream, row.version)], values, items)
+            with quiet_gc():  # thousands of small containers: the collector would rescan them all
+                states = {(name, v): s for name, vs in wanted.items()
+                          for v, s in states_at(self.store, name, vs).items()}
+                records = self.store.codec.decode_many([text for row in chunk for text in (row.metadata or "{}",
+                                                                                           row.writes or "[]")])
+                tuples = [
+                    self._tuple(row, states[(row.stream, row.version)], records[2 * i], records[2 * i + 1], values, items)
+                    for i, row in enumerate(chunk)
+                ]
+            yield from tuples
 
-    def _tuple(self, row: LangGraphRow, state: dict[str, Any], values: Values, items: dict[int, Any]) -> CheckpointTuple:
-        codec = self.store.codec
+    def _tuple(self, row: LangGraphRow, state: dict[str, Any], record: dict[str, Any], writes: list[Any],
+               values: Values, items: dict[int, Any]) -> CheckpointTuple:
         conf = {"thread_id": row.thread_id, "checkpoint_ns": row.checkpoint_ns}
-        writes = codec.decode(row.writes) if row.writes else []
-        return CheckpointTuple(
-            config={"configurable": {**conf, "checkpoint_id": row.checkpoint_id}},
-            checkpoint=self._checkpoint(state, row.checkpoint_id, values, items),
-            metadata=codec.decode(row.metadata) if row.metadata else {},
-            parent_config={"configurable": {**conf, "checkpoint_id": row.parent_id}} if row.parent_id else None,
-            pending_writes=[(task, channel, values.decode(value, enc)) for task, channel, enc, value in writes],
-        )
-
-    @staticmethod
-    def _checkpoint(state: dict[str, Any], checkpoint_id: str, values: Values, items: dict[int, Any]) -> Checkpoint:
+        fields = values.decode(record.get("checkpoint", {}), record.get("serde"))
         channels = {}
         for key, stored in state.items():
-            if key != META and key != OVERFLOW and not key.startswith(SERDE):
+            if key != OVERFLOW and not key.startswith(SERDE):
                 channels[key] = values.decode(stored, state.get(SERDE + key), items)
         for name, (encoding, stored) in state.get(OVERFLOW, {}).items():
             channels[name] = values.decode(stored, encoding, items)
-        meta = values.decode(state.get(META, {}), state.get(SERDE + META))
-        return {**meta, "id": checkpoint_id, "channel_values": channels}  # type: ignore[typeddict-item]
+        return CheckpointTuple(
+            config={"configurable": {**conf, "checkpoint_id": row.checkpoint_id}},
+            checkpoint={**fields, "id": row.checkpoint_id, "channel_values": channels},
+            metadata=record.get("metadata", {}),
+            parent_config={"configurable": {**conf, "checkpoint_id": row.parent_id}} if row.parent_id else None,
+            pending_writes=[(task_id, channel, values.decode(value, encoding))
+                            for task_id, entries in writes for _, channel, encoding, value in entries],
+        )
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -185,17 +194,33 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         checkpoint_id = checkpoint["id"]
         if type(checkpoint_id) is not str or not checkpoint_id:
             raise InvalidArgumentError("checkpoint", checkpoint_id, "its id must be a non-empty str")
-        meta = get_checkpoint_metadata(config, metadata)
-        encode = _Encoder(self._values, checkpoint, new_versions)
+        fields = {k: v for k, v in checkpoint.items() if k not in ("id", "channel_values")}
+        stored, encoding = self._values.encode(fields, "checkpoint")
+        meta = {"metadata": get_checkpoint_metadata(config, metadata), "checkpoint": stored}
+        if encoding:
+            meta["serde"] = encoding
+        last = self._last.get((thread_id, ns))
+        encode = _Encoder(self._values, checkpoint, new_versions, last.plain if last else set())
         for _ in range(_ATTEMPTS):
-            stream, expected, fresh = self._target(thread_id, ns, parent)
+            if last is not None and parent == last.checkpoint_id:  # the common case: the run goes on
+                stream, expected, fresh = last.stream, last.version, False
+            else:
+                stream, expected, fresh = self._target(thread_id, ns, parent)
+            last = None
             changes, keep = encode.changes(full=fresh)
             try:
-                self.store.stream(stream).update(
-                    changes, keep=keep, metadata=meta, expected_version=expected, checkpoint_id=checkpoint_id
-                )
+                cp = self.store.stream(stream).update(changes, keep=keep, plain=encode.unchecked, metadata=meta,
+                                                      expected_version=expected, checkpoint_id=checkpoint_id)
             except ConflictError:
                 continue  # another writer moved that stream's head: the parent is now a fork point
+            except SerializationError:
+                if not encode.unchecked:
+                    raise
+                encode.strict = True  # a channel stopped being plain JSON: check everything
+                continue
+            if len(self._last) > _REMEMBERED:
+                self._last.clear()
+            self._last[(thread_id, ns)] = _Last(checkpoint_id, stream, cp.version, set(encode.plain))
             return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
         raise ConflictError(f"{thread_id}/{ns}", expected, expected + 1)
 
@@ -228,39 +253,50 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        """Store a task's writes next to the checkpoint in the config (what LangGraph calls pending)."""
+        """Store a task's writes next to the checkpoint in the config (what LangGraph calls pending).
+        A write already stored under the same (task, idx) is kept, unless every write is one of
+        LangGraph's special channels (error, interrupt, resume, scheduled), which replace."""
         conf = config["configurable"]
         thread_id, ns, checkpoint_id = _thread(config), _namespace(config), conf.get("checkpoint_id")
         if type(checkpoint_id) is not str:
             raise InvalidArgumentError("config", config, "put_writes needs the checkpoint_id of a checkpoint")
-        values, codec = self._values, self.store.codec
-        rows = []
+        task_id, values, codec = str(task_id), self._values, self.store.codec
+        new = {}
         for idx, (channel, value) in enumerate(writes):
             stored, encoding = values.encode(value, channel)
-            rows.append((thread_id, ns, checkpoint_id, str(task_id), WRITES_IDX_MAP.get(channel, idx), task_path,
-                         channel, orjson.dumps(encoding).decode() if encoding else None, codec.encode_text(stored)))
+            new[WRITES_IDX_MAP.get(channel, idx)] = [channel, encoding, stored]
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         with self.store._guard() as journal, journal.write():
-            journal.langgraph_put_writes(rows, replace)
+            old = journal.langgraph_writes(thread_id, ns, checkpoint_id, task_id)
+            merged = {entry[0]: entry[1:] for entry in codec.decode(old)} if old else {}
+            for idx, entry in new.items():
+                if replace or idx not in merged:
+                    merged[idx] = entry
+            text = codec.encode_text([[idx, *merged[idx]] for idx in sorted(merged)])
+            journal.langgraph_set_writes(thread_id, ns, checkpoint_id, task_id, task_path, text)
 
     # -- deleting, copying, pruning (see maintenance.py) ----------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of a thread, in all its namespaces, in one transaction."""
+        self._last.clear()
         maintenance.delete_threads(self, [str(thread_id)])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata names one of `run_ids`. Later
         checkpoints of the same threads keep their states; their parent becomes the nearest one kept."""
+        self._last.clear()
         maintenance.delete_checkpoints(self, [str(r) for r in run_ids])
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of a thread (all namespaces, forks included) to a new thread."""
+        self._last.clear()
         maintenance.copy_thread(self, str(source_thread_id), str(target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """"keep_latest": keep only the newest checkpoint (and its writes) of each namespace; "delete":
         delete the threads."""
+        self._last.clear()
         maintenance.prune(self, [str(t) for t in thread_ids], strategy)
 
     # -- async: the same work on a worker thread (the store serializes callers) --------------------
@@ -307,32 +343,53 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
 
-class _Encoder:
-    """The state changes of one put: the checkpoint's fields, and its channels (encoded once, even when
-    the put is retried as a fork)."""
+@dataclass(slots=True)
+class _Last:
+    checkpoint_id: str
+    stream: str
+    version: int
+    plain: set[str]
 
-    def __init__(self, values: Values, checkpoint: Checkpoint, new_versions: ChannelVersions) -> None:
+
+class _Encoder:
+    """The state changes of one put: the changed channels, each encoded once even when the put is
+    retried (as a fork, or strictly).
+
+    A channel that was plain JSON at the previous put of its namespace (`hint`) is passed as it is and
+    only its changes are checked for plainness by the store (`unchecked`); checking a whole
+    conversation every step would cost more than storing it. When a change is not plain the put is
+    redone `strict`ly: every value checked, and anything not plain through the serde.
+    """
+
+    def __init__(self, values: Values, checkpoint: Checkpoint, new_versions: ChannelVersions, hint: set[str]) -> None:
         self.values = values
-        self.checkpoint = checkpoint
         self.channel_values = checkpoint.get("channel_values", {})
         self.versions = checkpoint.get("channel_versions", {})
         self.new_versions = new_versions
+        self.hint = hint
+        self.strict = False
+        self.unchecked: set[str] = set()
+        self.plain: set[str] = set()  # entries stored as plain JSON by this put
         self._encoded: dict[str, tuple[Any, Any]] = {}
 
-    def _encode(self, channel: str) -> tuple[Any, Any]:
-        hit = self._encoded.get(channel)
+    def _encode(self, name: str, value: Any) -> tuple[Any, Any]:
+        if name in self.hint and not self.strict:
+            self.unchecked.add(name)
+            self.plain.add(name)
+            return value, None
+        hit = self._encoded.get(name)
         if hit is None:
-            hit = self._encoded[channel] = self.values.encode(self.channel_values[channel], channel)
+            hit = self._encoded[name] = self.values.encode(value, name)
+        if hit[1] is None:
+            self.plain.add(name)
         return hit
 
     def changes(self, *, full: bool) -> tuple[dict[str, Any], set[str]]:
         """(top-level keys to set, keys to keep as they are); every other key of the head is deleted.
         A new lineage stores every channel; otherwise only those in `new_versions`."""
-        fields = {k: v for k, v in self.checkpoint.items() if k not in ("id", "channel_values")}
-        stored, encoding = self.values.encode(fields, META)
-        changes: dict[str, Any] = {META: stored}
-        if encoding:
-            changes[SERDE + META] = encoding
+        self.unchecked.clear()
+        self.plain.clear()
+        changes: dict[str, Any] = {}
         keep: set[str] = set()
         touched = set(self.channel_values) if full else set(self.new_versions)
         overflow = False
@@ -341,9 +398,7 @@ class _Encoder:
             if key is None:
                 overflow = True
             elif channel in self.channel_values:
-                changes[key], encoding = self._encode(channel)
-                if encoding:
-                    changes[SERDE + key] = encoding
+                self._put(changes, key, channel, self.channel_values[channel])
         for channel in self.versions:
             key = channel_key(channel)
             if key is None:
@@ -355,9 +410,14 @@ class _Encoder:
             changes[OVERFLOW] = {}
             for channel in self.channel_values:
                 if channel_key(channel) is None and (channel in self.versions or full):
-                    stored, encoding = self._encode(channel)
+                    stored, encoding = self.values.encode(self.channel_values[channel], channel)
                     changes[OVERFLOW][channel] = [encoding, stored]
         return changes, keep
+
+    def _put(self, changes: dict[str, Any], key: str, name: str, value: Any) -> None:
+        changes[key], encoding = self._encode(name, value)
+        if encoding:
+            changes[SERDE + key] = encoding
 
 
 def _thread(config: RunnableConfig) -> str:
