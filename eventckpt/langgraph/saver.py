@@ -203,43 +203,49 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         encode = _Encoder(self._values, checkpoint, new_versions, last.plain if last else set())
         for _ in range(_ATTEMPTS):
             if last is not None and parent == last.checkpoint_id:  # the common case: the run goes on
-                stream, expected, fresh = last.stream, last.version, False
+                stream, expected, fresh, fork_of = last.stream, last.version, False, None
             else:
-                stream, expected, fresh = self._target(thread_id, ns, parent)
+                stream, expected, fresh, fork_of = self._target(thread_id, ns, parent)
             last = None
-            changes, keep = encode.changes(full=fresh)
+            changes, keep = encode.changes(full=fresh)  # encoding fails before anything is created
+            if stream is None:
+                stream = self._create_tree(thread_id, ns)
+            elif fork_of is not None:
+                stream = self.store.stream(fork_of).fork(at=expected).task_id
             try:
                 cp = self.store.stream(stream).update(changes, keep=keep, plain=encode.unchecked, metadata=meta,
                                                       expected_version=expected, checkpoint_id=checkpoint_id)
-            except ConflictError:
-                continue  # another writer moved that stream's head: the parent is now a fork point
-            except SerializationError:
-                if not encode.unchecked:
-                    raise
-                encode.strict = True  # a channel stopped being plain JSON: check everything
-                continue
+            except BaseException as exc:
+                if fork_of is not None:  # the fork is still empty: do not leave it behind
+                    self.store.delete_stream(stream)
+                if isinstance(exc, ConflictError):
+                    continue  # another writer moved that stream's head: the parent is now a fork point
+                if isinstance(exc, SerializationError) and encode.unchecked and not encode.strict:
+                    encode.strict = True  # a channel stopped being plain JSON: check everything
+                    continue
+                raise
             if len(self._last) > _REMEMBERED:
                 self._last.clear()
             self._last[(thread_id, ns)] = _Last(checkpoint_id, stream, cp.version, set(encode.plain))
             return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
         raise ConflictError(f"{thread_id}/{ns}", expected, expected + 1)
 
-    def _target(self, thread_id: str, ns: str, parent: str | None) -> tuple[str, int, bool]:
-        """(stream to commit on, its expected head, whether the checkpoint starts a new lineage)."""
+    def _target(self, thread_id: str, ns: str, parent: str | None) -> tuple[str | None, int, bool, str | None]:
+        """Where a checkpoint goes, decided without writing anything: (stream to commit on, or None for a
+        new tree; its expected head; whether it starts a new lineage; the stream to fork at that head
+        first, or None)."""
         with self.store._guard() as journal:
             tree = journal.langgraph_tree(thread_id, ns)
             hit = journal.langgraph_locate(tree[0].id, parent) if tree and parent else None
         if tree is None:
-            return self._create_tree(thread_id, ns), 0, True
+            return None, 0, True, None
         if hit is not None:
             owner, version, head = hit
-            if version == head:
-                return owner.name, version, False
-            return self.store.stream(owner.name).fork(at=version).task_id, version, False
+            return owner.name, version, False, (None if version == head else owner.name)
         root, head = tree
         if head == 0:  # a tree whose first put did not commit
-            return root.name, 0, True
-        return self.store.stream(root.name).fork(at=0).task_id, 0, True
+            return root.name, 0, True, None
+        return root.name, 0, True, root.name
 
     def _create_tree(self, thread_id: str, ns: str) -> str:
         with self.store._guard() as journal, journal.write():

@@ -3,16 +3,18 @@
 A value that is plain JSON (eventckpt's `Codec.is_plain`) is stored as itself, so its changes are
 eventckpt events (a list that grew is one append). Any other value goes through the saver's serde
 exactly as LangGraph's own savers do (`dumps_typed` / `loads_typed`, with the serde's allowlist and
-strict mode; pickle is never enabled here). When the serde writes msgpack, the msgpack is stored as
-JSON readable in the file: maps, arrays and scalars as themselves, `bin` as bytes and each msgpack
-extension as the pair `(code, payload)`, which eventckpt stores as `{"$tuple": [code, payload]}`
-(msgpack arrays always decode to lists, so a tuple can only be an extension). A messages list is thus
-a JSON array, one item per message, and grows by one append per step. Reading packs the tree back into
-the same msgpack bytes and hands them to `serde.loads_typed`, so the allowlist decides what is built.
+strict mode). Pickle is never written nor read, even by a serde built with pickle_fallback=True.
+
+When the serde writes msgpack, the msgpack is stored as JSON readable in the file: maps, arrays and
+scalars as themselves, `bin` as bytes and each msgpack extension as the pair `(code, payload)`, which
+eventckpt stores as `{"$tuple": [code, payload]}` (msgpack arrays always decode to lists, so a tuple
+can only be an extension). A messages list is thus a JSON array, one item per message, and grows by
+one append per step. Reading packs the tree back into the same msgpack bytes and hands them to
+`serde.loads_typed`, so the serde's allowlist decides what is built.
 
 The encoding of a value is `None` (plain JSON) or `[serde type, form]`: form "tree" is the msgpack as
 JSON, form "bytes" the serialized bytes as they are (a serde that does not write msgpack, e.g. an
-encrypted one, or msgpack that does not round-trip through the tree).
+encrypted one, or msgpack that does not round-trip through the tree or holds NaN).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ class Values:
         except Exception as exc:  # the serde raises TypeError, ormsgpack errors, ...
             raise SerializationError((where,), f"the saver's serde cannot serialize it: {exc}",
                                      type(value).__name__) from None
+        if type_ == "pickle":  # a serde built with pickle_fallback=True: stored data must never choose code
+            raise SerializationError((where,), "the saver's serde fell back to pickle, which eventckpt never stores",
+                                     type(value).__name__)
         if type_ == "msgpack":
             tree = _tree(data)
             if tree is not None:
@@ -64,6 +69,8 @@ class Values:
             type_, form = encoding
         except (TypeError, ValueError):
             raise CorruptStoreError(f"a LangGraph value has a damaged encoding: {encoding!r}") from None
+        if type_ == "pickle":
+            raise CorruptStoreError("a LangGraph value claims to be a pickle, which eventckpt never loads")
         if form == BYTES:
             if type(stored) is not bytes:
                 raise CorruptStoreError(f"a LangGraph value stored as bytes is a {type(stored).__name__}")
