@@ -91,8 +91,11 @@ def _appended(codec: Codec, key: str, rows: list[tuple[str, str]], creates: bool
     The manifest vouches that nothing else touched the key in this range; a row that disagrees means the
     file was damaged or edited.
     """
-    if {op for op, _ in rows} == {APPEND}:  # the common case: a list that only grew one item at a time
-        parts = [value for _, value in rows]
+    first = 1 if creates and rows[0][0] == SET else 0  # a key created as a list, then grown item by item
+    if all(op == APPEND for op, _ in rows[first:]):  # the common case
+        parts = [value for _, value in rows[first:]]
+        if first:
+            parts[:0] = _items(key, rows[:1], creates)
     else:
         parts = _items(key, rows, creates)
     try:
