@@ -4,13 +4,14 @@
 
 One graph, one node: each superstep appends one ~400-byte message (workload W, bench/workload.py),
 adds 120/40 to the token counters, sets `step` and changes 2 of the 20 `scratch` keys, then loops until
-`--steps` supersteps ran (one invoke, one checkpoint per step). Every saver runs the same graph in the
-same process, one after the other, and the figures are printed as ratios against SqliteSaver:
+`--steps` supersteps ran (one invoke, one checkpoint per step). SqliteSaver runs it plain and with
+`messages` as a DeltaChannel; EventCkptSaver runs it plain (it stores deltas by itself). Figures:
 
-- time per step: the invoke's wall time over the steps (LangGraph's own work included), and the time
-  spent inside the saver's put/put_writes per step;
+- saver time per step: the put/put_writes calls LangGraph made during a run, recorded once and replayed
+  into each saver, the savers taking turns call by call (so load on a shared machine hits all alike);
+- end-to-end time per step: the invoke's wall time over the steps (LangGraph's own work included);
 - file bytes after the run (WAL checkpointed);
-- get_state of the middle checkpoint (median of 5, on a freshly opened saver);
+- get_state of the middle checkpoint and of the newest one (median of 7, on a freshly opened saver);
 - get_state_history of the whole thread, and the saver's own `list` of it (median of 3).
 
 Durability is compared like for like: "normal" runs SqliteSaver with `PRAGMA synchronous=NORMAL`
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import gc
 import operator
-import os
 import shutil
 import sqlite3
 import statistics
@@ -36,6 +38,8 @@ from typing import Annotated, Any, TypedDict
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from langgraph.channels import DeltaChannel  # noqa: E402
+from langgraph.checkpoint.base import BaseCheckpointSaver  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from workload import initial_scratch, steps  # noqa: E402
@@ -109,23 +113,6 @@ def eventckpt_saver(path: Path, durability: str) -> Iterator[EventCkptSaver]:
         yield saver
 
 
-def timed(saver: Any, names: tuple[str, ...]) -> dict[str, float]:
-    """Wrap saver methods to add their wall time to the returned dict."""
-    spent = {"total": 0.0}
-    for name in names:
-        inner = getattr(saver, name)
-
-        def wrapper(*args: Any, _inner: Callable[..., Any] = inner, **kwargs: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return _inner(*args, **kwargs)
-            finally:
-                spent["total"] += time.perf_counter() - t
-
-        setattr(saver, name, wrapper)
-    return spent
-
-
 def median_time(fn: Callable[[], Any], repeat: int) -> float:
     out = []
     for _ in range(repeat):
@@ -139,27 +126,78 @@ def file_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 
-def run(name: str, make: Callable[[Path, str], Any], schema: type, n: int, path: Path, durability: str) -> dict[str, Any]:
+class Recorder(InMemorySaver):
+    """Records the put/put_writes calls of a run (with LangGraph's default integer channel versions)."""
+
+    get_next_version = BaseCheckpointSaver.get_next_version
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        self.calls.append(("put", (config, copy.copy(checkpoint), dict(metadata), dict(new_versions))))
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        self.calls.append(("put_writes", (config, list(writes), task_id, task_path)))
+        super().put_writes(config, writes, task_id, task_path)
+
+
+def record(n: int, schema: type) -> list[tuple[str, tuple[Any, ...]]]:
+    recorder = Recorder()
+    build(n, schema).compile(checkpointer=recorder).invoke(
+        first_input(), {"configurable": {"thread_id": "w"}, "recursion_limit": n + 10})
+    return recorder.calls
+
+
+def replay(savers: dict[str, tuple[Any, list[Any]]], n: int) -> dict[str, float]:
+    """Microseconds per step each saver spends in put/put_writes, replaying the recorded calls in turns."""
+    spent = dict.fromkeys(savers, 0.0)
+    gc.collect()
+    gc.freeze()  # the recorded calls hold many objects: keep collections from billing them to a saver
+    try:
+        for i in range(max(len(calls) for _, calls in savers.values())):
+            for name, (saver, calls) in savers.items():
+                if i < len(calls):
+                    method, args = calls[i]
+                    t = time.perf_counter()
+                    getattr(saver, method)(*args)
+                    spent[name] += time.perf_counter() - t
+    finally:
+        gc.unfreeze()
+    return {name: total / n * 1e6 for name, total in spent.items()}
+
+
+def run(
+    name: str, make: Callable[[Path, str], Any], schema: type, n: int, path: Path, durability: str
+) -> dict[str, Any]:
     graph = build(n, schema)
     config = {"configurable": {"thread_id": "w"}}
     with make(path, durability) as saver:
-        spent = timed(saver, ("put", "put_writes"))
         app = graph.compile(checkpointer=saver)
         t = time.perf_counter()
         app.invoke(first_input(), {**config, "recursion_limit": n + 10})
         elapsed = time.perf_counter() - t
-    out: dict[str, Any] = {"name": name, "step_us": elapsed / n * 1e6, "saver_us": spent["total"] / n * 1e6,
-                           "bytes": file_bytes(path)}
+    out: dict[str, Any] = {"name": name, "step_us": elapsed / n * 1e6, "bytes": file_bytes(path)}
     with make(path, durability) as saver:  # freshly opened: nothing cached from the run
         app = graph.compile(checkpointer=saver)
         history = list(app.get_state_history(config))
         out["checkpoints"] = len(history)
         middle = history[len(history) // 2].config
-        out["get_state_ms"] = median_time(lambda: app.get_state(middle), 5) * 1e3
+        out["get_state_ms"] = median_time(lambda: app.get_state(middle), 7) * 1e3
+        out["latest_ms"] = median_time(lambda: app.get_state(config), 7) * 1e3
         out["history_ms"] = median_time(lambda: list(app.get_state_history(config)), 3) * 1e3
         out["list_ms"] = median_time(lambda: list(saver.list(config)), 3) * 1e3
-        out["middle_step"] = app.get_state(middle).values["step"]
+        assert app.get_state(middle).values["step"] == history[len(history) // 2].values["step"]
     return out
+
+
+VARIANTS = (
+    ("SqliteSaver", sqlite_saver, PlainState),
+    ("SqliteSaver+DeltaChannel", sqlite_saver, DeltaState),
+    ("EventCkptSaver", eventckpt_saver, PlainState),
+)
 
 
 def main() -> None:
@@ -167,46 +205,53 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--dir", default="/tmp/eventckpt-langgraph-bench")
     parser.add_argument("--durability", choices=("normal", "full", "both"), default="both")
-    parser.add_argument("--keep", action="store_true", help="keep the database files")
     args = parser.parse_args()
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
     modes = ("normal", "full") if args.durability == "both" else (args.durability,)
+    recorded = {schema: record(args.steps, schema) for schema in (PlainState, DeltaState)}
     try:
         for durability in modes:
             rows = []
-            for name, make, schema in (
-                ("SqliteSaver", sqlite_saver, PlainState),
-                ("SqliteSaver+DeltaChannel", sqlite_saver, DeltaState),
-                ("EventCkptSaver", eventckpt_saver, PlainState),
-            ):
+            for name, make, schema in VARIANTS:
                 path = root / f"{name.replace('+', '_')}-{durability}.db"
-                for stale in root.glob(path.name + "*"):
-                    stale.unlink()
+                clear(root, path.name)
                 rows.append(run(name, make, schema, args.steps, path, durability))
-                if not args.keep:
-                    for done in root.glob(path.name + "*"):
-                        done.unlink()
+                clear(root, path.name)
+            with contextlib.ExitStack() as stack:
+                savers = {}
+                for name, make, schema in VARIANTS:
+                    path = root / f"replay-{name.replace('+', '_')}.db"
+                    clear(root, path.name)
+                    savers[name] = (stack.enter_context(make(path, durability)), recorded[schema])
+                saver_us = replay(savers, args.steps)
+            for row in rows:
+                row["saver_us"] = saver_us[row["name"]]
+            clear(root, "replay-")
             report(rows, args.steps, durability)
     finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def clear(root: Path, prefix: str) -> None:
+    for stale in root.glob(prefix + "*"):
+        stale.unlink()
 
 
 def report(rows: list[dict[str, Any]], n: int, durability: str) -> None:
     print(f"\nworkload W, {n} steps, durability {durability!r} (SqliteSaver synchronous="
           f"{'NORMAL' if durability == 'normal' else 'FULL'})")
-    head = f"{'saver':26} {'ckpts':>6} {'us/step':>9} {'saver us':>9} {'file bytes':>13} {'get_state ms':>12}" \
-           f" {'history ms':>11} {'list ms':>9}"
-    print(head)
+    print(f"{'saver':26} {'ckpts':>6} {'saver us':>9} {'e2e us':>8} {'file bytes':>13} {'mid ms':>7} {'latest ms':>9}"
+          f" {'history ms':>10} {'list ms':>8}")
     for r in rows:
-        print(f"{r['name']:26} {r['checkpoints']:6d} {r['step_us']:9.0f} {r['saver_us']:9.0f} {r['bytes']:13,d}"
-              f" {r['get_state_ms']:12.2f} {r['history_ms']:11.1f} {r['list_ms']:9.1f}")
+        print(f"{r['name']:26} {r['checkpoints']:6d} {r['saver_us']:9.0f} {r['step_us']:8.0f} {r['bytes']:13,d}"
+              f" {r['get_state_ms']:7.2f} {r['latest_ms']:9.2f} {r['history_ms']:10.1f} {r['list_ms']:8.1f}")
     ours = rows[-1]
     for base in rows[:-1]:
-        print(f"EventCkptSaver vs {base['name']}: time/step {ours['step_us'] / base['step_us']:.2f}x"
-              f" (saver {ours['saver_us'] / base['saver_us']:.2f}x), file 1/{base['bytes'] / ours['bytes']:.0f},"
-              f" get_state {base['get_state_ms'] / ours['get_state_ms']:.1f}x faster,"
+        print(f"EventCkptSaver / {base['name']}: saver time per step {ours['saver_us'] / base['saver_us']:.2f}x,"
+              f" end-to-end {ours['step_us'] / base['step_us']:.2f}x, file 1/{base['bytes'] / ours['bytes']:.0f},"
+              f" get_state middle {ours['get_state_ms'] / base['get_state_ms']:.2f}x,"
+              f" newest {ours['latest_ms'] / base['latest_ms']:.2f}x,"
               f" get_state_history {base['history_ms'] / ours['history_ms']:.1f}x faster,"
               f" saver.list {base['list_ms'] / ours['list_ms']:.0f}x faster")
 

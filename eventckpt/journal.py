@@ -659,12 +659,14 @@ class Journal:
         return row[0] if row else None
 
     def langgraph_set_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str,
-                             task_path: str, writes: str) -> None:
+                             task_path: str, writes: str, *, replace: bool) -> bool:
+        """Store one task's writes; without `replace`, only if the task has none yet (False then)."""
         self._run(
-            "INSERT OR REPLACE INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,"
-            " writes) VALUES (?, ?, ?, ?, ?, ?)",
+            ("INSERT OR REPLACE" if replace else "INSERT OR IGNORE") + " INTO langgraph_writes (thread_id,"
+            " checkpoint_ns, checkpoint_id, task_id, task_path, writes) VALUES (?, ?, ?, ?, ?, ?)",
             (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes),
         )
+        return self.conn.changes() == 1
 
     def langgraph_copy_writes(self, source: str, target: str, checkpoint_ns: str) -> None:
         self._run(
@@ -689,7 +691,8 @@ class Journal:
     def tree_streams(self, root_id: int) -> list[StreamRow]:
         """The root and every stream forked from it (directly or not), oldest first (parents first)."""
         rows = self._rows(
-            f"WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT s.id FROM streams AS s JOIN sub ON s.parent_id = sub.id)"
+            "WITH RECURSIVE sub(id) AS"
+            " (SELECT ? UNION ALL SELECT s.id FROM streams AS s JOIN sub ON s.parent_id = sub.id)"
             f" SELECT {_STREAM_COLS} FROM streams WHERE id IN sub ORDER BY id",
             (root_id,),
         )

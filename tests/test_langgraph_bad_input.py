@@ -49,9 +49,9 @@ def test_configs_without_a_thread_or_with_a_bad_namespace(saver: EventCkptSaver,
     """A config without thread_id, or whose checkpoint_ns is not a str, is refused by every method."""
     md = {"source": "loop", "step": 0}
     for bad in ({"configurable": {}}, {"configurable": {"thread_id": "t", "checkpoint_ns": 5}}):
-        unchanged(saver, lambda: saver.put(bad, checkpoint(a=2), md, {"a": 2}), eventckpt.InvalidArgumentError)
-        unchanged(saver, lambda: saver.get_tuple(bad), eventckpt.InvalidArgumentError)
-        unchanged(saver, lambda: saver.put_writes(bad, [("a", 1)], "task"), eventckpt.InvalidArgumentError)
+        for call in (lambda c=bad: saver.put(c, checkpoint(a=2), md, {"a": 2}), lambda c=bad: saver.get_tuple(c),
+                     lambda c=bad: saver.put_writes(c, [("a", 1)], "task")):
+            unchanged(saver, call, eventckpt.InvalidArgumentError)
 
 
 def test_put_writes_needs_a_checkpoint_id(saver: EventCkptSaver, stored: Any) -> None:

@@ -6,9 +6,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from langgraph.checkpoint.conformance import checkpointer_test, validate
-from langgraph.checkpoint.conformance import spec
-from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES, BASE_CAPABILITIES, EXTENDED_CAPABILITIES
+from langgraph.checkpoint.conformance import checkpointer_test, spec, validate
+from langgraph.checkpoint.conformance.capabilities import (
+    ALL_CAPABILITIES,
+    BASE_CAPABILITIES,
+    EXTENDED_CAPABILITIES,
+)
 
 from eventckpt.langgraph import EventCkptSaver
 

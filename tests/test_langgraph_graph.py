@@ -63,7 +63,7 @@ def test_many_steps_and_the_whole_history(saver: EventCkptSaver) -> None:
     assert steps[:-1] == list(range(120, -1, -1))
     for h in history[:-1]:
         assert [m["content"] for m in h.values["messages"]] == [f"reply {i}" for i in range(1, h.values["step"] + 1)]
-    for child, parent in zip(history, history[1:]):
+    for child, parent in zip(history, history[1:], strict=False):
         assert child.parent_config["configurable"]["checkpoint_id"] == parent.config["configurable"]["checkpoint_id"]
     assert [h.metadata["step"] for h in history] == list(range(120, -2, -1))
     assert len(list(app.get_state_history(config, limit=5))) == 5
@@ -240,3 +240,18 @@ def test_delta_channel_graph_restores_every_step(saver: EventCkptSaver) -> None:
             assert h.values["items"] == list(range(h.values["step"]))
             checked += 1
     assert checked == 12
+
+
+def test_readme_switch_from_sqlite_saver_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two lines README.md shows for switching from SqliteSaver compile and run a graph."""
+    import re
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"## LangGraph\n.*?```python\n(.*?)```", readme, re.S)
+    assert block and len(block.group(1).strip().splitlines()) == 2
+    monkeypatch.chdir(tmp_path)
+    scope: dict[str, Any] = {"builder": loop_graph(3)}
+    exec(compile(block.group(1), "README LangGraph switch", "exec"), scope)
+    out = scope["graph"].invoke({"messages": [], "step": 0, "total": 0}, {"configurable": {"thread_id": "readme"}})
+    assert out["step"] == 3 and (tmp_path / "agent.db").exists()
+    scope["graph"].checkpointer.close()

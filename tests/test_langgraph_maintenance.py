@@ -70,7 +70,7 @@ def test_delete_for_runs_in_the_middle_keeps_later_states(saver: EventCkptSaver)
     saver.delete_for_runs(["B"])
     after = view(saver, "t")
     assert set(after) == set(before) - {cid(x) for x in b}
-    for key, (state, run, parent, writes) in after.items():
+    for key, (state, run, _, writes) in after.items():
         assert state == before[key][0] and writes == before[key][3] and run == before[key][1]
     assert after[cid(c[0])][2] == cid(a[-1]) and after[cid(fork)][2] == cid(a[-1])
     assert after[cid(c[1])][2] == cid(c[0]) and after[cid(a[1])][2] == cid(a[0])

@@ -125,8 +125,13 @@ def test_list_costs_the_same_queries_for_10_or_200_checkpoints(tmp_path: Path) -
         with EventCkptSaver(tmp_path / f"n{steps}.db") as saver:
             run(saver, steps)
             statements: list[str] = []
+
+            def trace(cursor: Any, query: str, bindings: Any, seen: list[str] = statements) -> bool:
+                seen.append(query)
+                return True
+
             conn = saver.store._journal.conn
-            conn.exec_trace = lambda cursor, query, bindings: statements.append(query) or True
+            conn.exec_trace = trace
             listed = list(saver.list({"configurable": {"thread_id": "t"}}))
             conn.exec_trace = None
         assert len(listed) == steps + 2 and all(t.pending_writes for t in listed[1:])

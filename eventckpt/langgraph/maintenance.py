@@ -131,7 +131,8 @@ def _rebuild(saver: EventCkptSaver, thread_id: str, ns: str, rows: list[LangGrap
 
     depth: dict[str, int] = {}
     for row in rows:  # lineage depth, so that every checkpoint comes after its ancestors
-        chain, cursor = [], row.checkpoint_id
+        chain: list[str] = []
+        cursor: str | None = row.checkpoint_id
         while cursor is not None and cursor in by_id and cursor not in depth:
             chain.append(cursor)
             cursor = by_id[cursor].parent_id

@@ -57,7 +57,7 @@ def states_at(store: Store, stream: str, versions: Iterable[int]) -> dict[int, d
     return out
 
 
-def _apply_copied(state: dict[str, Any], fresh: set[int], row: Any, value: Any) -> None:
+def _apply_copied(state: dict[Any, Any], fresh: set[int], row: Any, value: Any) -> None:
     """Fold one event onto `state`, first copying every container on its path that this version has not
     copied yet (and, for list operations, the list itself)."""
     version, _, op, text, _ = row

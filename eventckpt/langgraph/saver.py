@@ -12,12 +12,14 @@ metadata is the version's metadata; pending writes live in the `langgraph_writes
 from __future__ import annotations
 
 import asyncio
+import builtins
 import os
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+import orjson
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -137,7 +139,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             )
         return self._tuples(rows)
 
-    def _filters(self, filter: dict[str, Any] | None) -> list[tuple[str, str]]:  # noqa: A002
+    def _filters(self, filter: dict[str, Any] | None) -> builtins.list[tuple[str, str]]:  # noqa: A002
         out = []
         for key, value in (filter or {}).items():
             if type(key) is not str or not addressable(key):
@@ -145,12 +147,12 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             out.append((to_text(("metadata", key)), self.store.codec.encode_text(value)))
         return out
 
-    def _tuples(self, rows: list[LangGraphRow]) -> Iterator[CheckpointTuple]:
+    def _tuples(self, rows: Sequence[LangGraphRow]) -> Iterator[CheckpointTuple]:
         values = self._values
         items: dict[int, tuple[Any, Any]] = {}  # decoded serde list items, shared by the whole listing
         for start in range(0, len(rows), _CHUNK):
             chunk = rows[start : start + _CHUNK]
-            wanted: dict[str, list[int]] = defaultdict(list)
+            wanted: dict[str, builtins.list[int]] = defaultdict(builtins.list)
             for row in chunk:
                 wanted[row.stream].append(row.version)
             with quiet_gc():  # thousands of small containers: the collector would rescan them all
@@ -159,12 +161,12 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                 records = self.store.codec.decode_many([text for row in chunk for text in (row.metadata or "{}",
                                                                                            row.writes or "[]")])
                 tuples = [
-                    self._tuple(row, states[(row.stream, row.version)], records[2 * i], records[2 * i + 1], values, items)
-                    for i, row in enumerate(chunk)
+                    self._tuple(row, states[(row.stream, row.version)], record, writes, values, items)
+                    for row, record, writes in zip(chunk, records[::2], records[1::2], strict=True)
                 ]
             yield from tuples
 
-    def _tuple(self, row: LangGraphRow, state: dict[str, Any], record: dict[str, Any], writes: list[Any],
+    def _tuple(self, row: LangGraphRow, state: dict[str, Any], record: dict[str, Any], writes: Any,
                values: Values, items: dict[int, Any]) -> CheckpointTuple:
         conf = {"thread_id": row.thread_id, "checkpoint_ns": row.checkpoint_ns}
         fields = values.decode(record.get("checkpoint", {}), record.get("serde"))
@@ -176,7 +178,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             channels[name] = values.decode(stored, encoding, items)
         return CheckpointTuple(
             config={"configurable": {**conf, "checkpoint_id": row.checkpoint_id}},
-            checkpoint={**fields, "id": row.checkpoint_id, "channel_values": channels},
+            checkpoint=cast(Checkpoint, {**fields, "id": row.checkpoint_id, "channel_values": channels}),
             metadata=record.get("metadata", {}),
             parent_config={"configurable": {**conf, "checkpoint_id": row.parent_id}} if row.parent_id else None,
             pending_writes=[(task_id, channel, values.decode(value, encoding))
@@ -206,6 +208,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         last = self._last.get((thread_id, ns))
         encode = _Encoder(self._values, checkpoint, new_versions, last.plain if last else set())
         for _ in range(_ATTEMPTS):
+            stream: str | None
             if last is not None and parent == last.checkpoint_id:  # the common case: the run goes on
                 stream, expected, fresh, fork_of = last.stream, last.version, False, None
             else:
@@ -274,16 +277,27 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         new = {}
         for idx, (channel, value) in enumerate(writes):
             stored, encoding = values.encode(value, channel)
-            new[WRITES_IDX_MAP.get(channel, idx)] = [channel, encoding, stored]
+            new[WRITES_IDX_MAP.get(channel, idx)] = (channel, encoding, stored)
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        key = (thread_id, ns, checkpoint_id, task_id)
         with self.store._guard() as journal, journal.write():
-            old = journal.langgraph_writes(thread_id, ns, checkpoint_id, task_id)
-            merged = {entry[0]: entry[1:] for entry in codec.decode(old)} if old else {}
+            if journal.langgraph_set_writes(*key, task_path, self._writes_json(new), replace=False):
+                return  # the common case: the task's first writes
+            merged = {entry[0]: tuple(entry[1:]) for entry in codec.decode(journal.langgraph_writes(*key) or "[]")}
             for idx, entry in new.items():
                 if replace or idx not in merged:
                     merged[idx] = entry
-            text = codec.encode_text([[idx, *merged[idx]] for idx in sorted(merged)])
-            journal.langgraph_set_writes(thread_id, ns, checkpoint_id, task_id, task_path, text)
+            journal.langgraph_set_writes(*key, task_path, self._writes_json(merged), replace=True)
+
+    def _writes_json(self, writes: dict[int, tuple[str, Any, Any]]) -> str:
+        """[[idx, channel, encoding, value], ...] by idx, as JSON; plain values are written as they are."""
+        codec = self.store.codec
+        parts = []
+        for idx in sorted(writes):
+            channel, encoding, stored = writes[idx]
+            value = orjson.dumps(stored) if encoding is None else codec.encode(stored)
+            parts.append(b"[%d,%b,%b,%b]" % (idx, orjson.dumps(channel), orjson.dumps(encoding), value))
+        return (b"[" + b",".join(parts) + b"]").decode()
 
     # -- deleting, copying, pruning (see maintenance.py) ----------------------------------------------
 
@@ -331,7 +345,8 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                 return
 
     async def aput(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
     ) -> RunnableConfig:
         return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
 
