@@ -12,11 +12,12 @@ import apsw
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.channels import DeltaChannel
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 
 from eventckpt.langgraph import EventCkptSaver
+from tests.langgraph_graphs import chain, looping
 
 
 class Loop(TypedDict):
@@ -30,11 +31,7 @@ def loop_graph(steps: int) -> StateGraph:
         n = state["step"] + 1
         return {"messages": [{"role": "assistant", "content": f"reply {n}"}], "step": n, "total": n}
 
-    graph = StateGraph(Loop)
-    graph.add_node("agent", agent)
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", lambda s: "agent" if s["step"] < steps else END)
-    return graph
+    return looping(Loop, agent, lambda s: s["step"] >= steps)
 
 
 @pytest.fixture
@@ -99,11 +96,7 @@ def test_replay_from_a_checkpoint_id(saver: EventCkptSaver) -> None:
         n = state["step"] + 1
         return {"messages": [{"role": "assistant", "content": f"again {n}"}], "step": n, "total": n}
 
-    replayed = StateGraph(Loop)
-    replayed.add_node("agent", counting)
-    replayed.add_edge(START, "agent")
-    replayed.add_conditional_edges("agent", lambda s: "agent" if s["step"] < 6 else END)
-    app = replayed.compile(checkpointer=saver)
+    app = looping(Loop, counting, lambda s: s["step"] >= 6).compile(checkpointer=saver)
     config = {"configurable": {"thread_id": "r"}}
     app.invoke({"messages": [], "step": 0, "total": 0}, config)
     assert calls == [0, 1, 2, 3, 4, 5]
@@ -137,12 +130,7 @@ def test_interrupt_and_resume(saver: EventCkptSaver) -> None:
     def send(state: Chat) -> dict[str, Any]:
         return {"messages": [AIMessage(f"sent after {state['approved']}", id="sent")]}
 
-    graph = StateGraph(Chat)
-    graph.add_node("ask", ask)
-    graph.add_node("send", send)
-    graph.add_edge(START, "ask")
-    graph.add_edge("ask", "send")
-    graph.add_edge("send", END)
+    graph = chain(Chat, ("ask", ask), ("send", send))
     app = graph.compile(checkpointer=saver)
     config = {"configurable": {"thread_id": "i"}}
     app.invoke({"messages": [HumanMessage("draft text", id="h")], "approved": ""}, config)
@@ -168,21 +156,11 @@ def test_subgraph_checkpoints_live_in_their_namespaces(saver: EventCkptSaver) ->
         answer = interrupt("inner question")
         return {"messages": [AIMessage(f"inner got {answer}", id="inner")]}
 
-    inner = StateGraph(Outer)
-    inner.add_node("inner_step", inner_step)
-    inner.add_edge(START, "inner_step")
-    inner.add_edge("inner_step", END)
-
     def finish(state: Outer) -> dict[str, Any]:
         return {"done": True}
 
-    outer = StateGraph(Outer)
-    outer.add_node("child", inner.compile())
-    outer.add_node("finish", finish)
-    outer.add_edge(START, "child")
-    outer.add_edge("child", "finish")
-    outer.add_edge("finish", END)
-    app = outer.compile(checkpointer=saver)
+    inner = chain(Outer, ("inner_step", inner_step)).compile()
+    app = chain(Outer, ("child", inner), ("finish", finish)).compile(checkpointer=saver)
     config = {"configurable": {"thread_id": "s"}}
     app.invoke({"messages": [HumanMessage("go", id="go")], "done": False}, config)
     namespaces = [r[0] for r in rows(saver.store.path, "SELECT checkpoint_ns FROM langgraph_threads ORDER BY 1")]
@@ -227,11 +205,7 @@ def test_delta_channel_graph_restores_every_step(saver: EventCkptSaver) -> None:
     def node(state: Delta) -> dict[str, Any]:
         return {"items": [state["step"]], "step": state["step"] + 1}
 
-    graph = StateGraph(Delta)
-    graph.add_node("node", node)
-    graph.add_edge(START, "node")
-    graph.add_conditional_edges("node", lambda s: "node" if s["step"] < 11 else END)
-    app = graph.compile(checkpointer=saver)
+    app = looping(Delta, node, lambda s: s["step"] >= 11).compile(checkpointer=saver)
     config = {"configurable": {"thread_id": "d"}}
     assert app.invoke({"items": [], "step": 0}, config)["items"] == list(range(11))
     checked = 0

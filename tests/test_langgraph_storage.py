@@ -11,10 +11,11 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import StateGraph
 from langgraph.graph.message import add_messages
 
 from eventckpt.langgraph import EventCkptSaver
+from tests.langgraph_graphs import looping
 
 
 class Agent(TypedDict):
@@ -29,11 +30,7 @@ def agent_graph(steps: int) -> StateGraph:
         n = state["step"] + 1
         return {"messages": [AIMessage(f"answer {n}", id=f"m{n}")], "log": [{"n": n, "text": "x" * 40}], "step": n}
 
-    graph = StateGraph(Agent)
-    graph.add_node("agent", agent)
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", lambda s: "agent" if s["step"] < steps else END)
-    return graph
+    return looping(Agent, agent, lambda s: s["step"] >= steps)
 
 
 @pytest.fixture
