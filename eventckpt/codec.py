@@ -371,6 +371,11 @@ class Codec:
         """An independent deep copy, exact for every storable type."""
         return self.decode(self.encode(value))
 
+    def is_plain(self, value: Any) -> bool:
+        """Whether `value` is plain JSON data stored exactly as itself (str-keyed dicts without "$" keys,
+        lists, str, finite floats, 64-bit ints, bools, None), with no tagged form anywhere inside."""
+        return self._plain(value, 0)
+
 
 def _has_tags(text: str | bytes) -> bool:
     return (_TAG_MARK in text) if isinstance(text, str) else (b'{"$' in text)

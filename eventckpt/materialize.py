@@ -20,8 +20,8 @@ def materialize(
     """The state at `version` of the lineage ending with `chain[-1]`, and the snapshot tracker there.
 
     Cost: one snapshot, each shared key's own events (bulk-decoded), and the tail since the snapshot.
-    `track=False` (a read of an old version) skips the snapshot bookkeeping a writer needs; the tracker
-    returned is then only the snapshot's.
+    `track=False` (a read that will not write after it) skips the snapshot bookkeeping a writer needs,
+    which also lets runs of appends replay in bulk; the tracker returned is then only the snapshot's.
     """
     segments = segments_for(chain, version)
     with journal.read(), quiet_gc():
@@ -91,8 +91,11 @@ def _appended(codec: Codec, key: str, rows: list[tuple[str, str]], creates: bool
     The manifest vouches that nothing else touched the key in this range; a row that disagrees means the
     file was damaged or edited.
     """
-    if {op for op, _ in rows} == {APPEND}:  # the common case: a list that only grew one item at a time
-        parts = [value for _, value in rows]
+    first = 1 if creates and rows[0][0] == SET else 0  # a key created as a list, then grown item by item
+    if all(op == APPEND for op, _ in rows[first:]):  # the common case
+        parts = [value for _, value in rows[first:]]
+        if first:
+            parts[:0] = _items(key, rows[:1], creates)
     else:
         parts = _items(key, rows, creates)
     try:

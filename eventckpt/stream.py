@@ -286,7 +286,10 @@ class CheckpointStore:
                             expected_version=expected_version, checkpoint_id=None)
 
     def fork(self, at: int | None = None, task_id: str | None = None) -> CheckpointStore:
-        """A new stream sharing this one's history up to version `at` (head when None); nothing is copied."""
+        """A new stream sharing this one's history up to version `at` (head when None); nothing is copied.
+
+        `at=0` shares no versions: a new, empty lineage in the same stream tree (so checkpoint ids stay
+        unique across both)."""
         if task_id is not None:
             check_task_id(task_id)
         with self.store._guard() as journal, journal.write():
@@ -295,9 +298,10 @@ class CheckpointStore:
                 raise StreamNotFoundError(self.task_id)
             row, head = found
             at = head if at is None else _check_version("at", at)
-            if not 1 <= at <= head:
+            if not 0 <= at <= head:
                 raise VersionNotFoundError(self.task_id, at, head)
-            self._version_row(row, at)
+            if at:
+                self._version_row(row, at)
             if task_id is None:
                 n = 1
                 while journal.stream(f"{self.task_id}~{n}") is not None:
@@ -471,6 +475,47 @@ class CheckpointStore:
         """Run the registered reverses of the tool calls recorded after `since_version`, newest first;
         record each reverse (failures too) in one new version; report what was undone and what was not."""
         return undo_tools(self, since_version, registry)
+
+    # -- partial saves (used by eventckpt.langgraph) ------------------------------------------------
+
+    def update(
+        self,
+        changes: Mapping[str, Any],
+        *,
+        keep: Iterable[str] | None = None,
+        plain: Iterable[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        checkpoint_id: str | None = None,
+    ) -> Checkpoint:
+        """Commit the head state with the top-level keys in `changes` replaced, as the next version;
+        with `keep`, every other key of the head that is not in `keep` is removed. Only the keys in
+        `changes` are compared with the head, so the cost is the size of what the caller says changed
+        however large the rest of the state is; a changed list that grew at its end is one append.
+
+        Every change below a key in `plain` must be plain JSON (`Codec.is_plain`), else
+        SerializationError and nothing is written: a caller that encodes other values its own way
+        checks only what changed, not a whole long list every time."""
+        state = _state_dict(changes)
+        kept = None if keep is None else set(keep)
+        if kept is not None and any(type(k) is not str for k in kept):
+            raise InvalidArgumentError("keep", keep, "must be an iterable of top-level keys (str)")
+        codec = self.store.codec
+        plain_keys = set(plain)
+
+        def events(head: dict[str, Any]) -> list[ops.Event]:
+            out = [] if kept is None else [
+                ops.Event(ops.DELETE, (k,)) for k in head if k not in state and k not in kept
+            ]
+            out.extend(ops.diff({k: head[k] for k in state if k in head}, state))
+            if plain_keys:
+                for event in out:
+                    if event.path[0] in plain_keys and event.op != ops.DELETE and not codec.is_plain(event.value):
+                        raise SerializationError(event.path, "is not plain JSON", type(event.value).__name__)
+            return out
+
+        return self._commit(events, False, lambda prev: prev, metadata=metadata, name=None, auto=False,
+                            expected_version=expected_version, checkpoint_id=checkpoint_id)
 
 
 class _Stale(Exception):

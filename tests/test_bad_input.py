@@ -192,7 +192,7 @@ ARGUMENTS: dict[str, tuple[Any, Any]] = {
     "rollback(metadata)": (lambda s, v: s.stream("t").rollback(1, metadata=v), _opt(lambda v: v in ({}, {"a": 1}))),
     "rollback(name)": (lambda s, v: s.stream("t").rollback(1, name=v), _opt(lambda v: type(v) is str and "\ud800" not in v)),
     "rollback(expected_version)": (lambda s, v: s.stream("t").rollback(1, expected_version=v), _opt(lambda v: v == 1)),
-    "fork(at)": (lambda s, v: s.stream("t").fork(at=v, task_id="f"), _opt(lambda v: v == 1 and type(v) is int)),
+    "fork(at)": (lambda s, v: s.stream("t").fork(at=v, task_id="f"), _opt(lambda v: v in (0, 1) and type(v) is int)),
     "fork(task_id)": (lambda s, v: s.stream("t").fork(task_id=v), _opt(lambda v: _text(v) and v != "t")),
 }
 
@@ -355,7 +355,8 @@ VERSION_CALLS: dict[str, Any] = {
 def test_negative_zero_and_future_versions(store: eventckpt.Store, db_path: Path, call: str, version: int) -> None:
     """A version that does not exist (negative, future, beyond 64 bits) raises VersionNotFoundError,
     ConflictError or InvalidArgumentError and writes nothing. Version 0 is the empty state: state(0) is
-    {} and rollback(0) appends an empty version; get(0) and fork(at=0) refuse it."""
+    {}, rollback(0) appends an empty version and fork(at=0) starts an empty lineage in the same tree;
+    get(0) refuses it."""
     task = store.stream("t")
     task.save({"a": 1})
     task.save({"a": 2})
@@ -364,6 +365,10 @@ def test_negative_zero_and_future_versions(store: eventckpt.Store, db_path: Path
         assert task.state(0) == {}
     elif version == 0 and call == "rollback to":
         assert task.rollback(0).version == 3 and task.state() == {}
+        return
+    elif version == 0 and call == "fork at":
+        fork = task.fork(at=0)
+        assert fork.version == 0 and fork.parent == eventckpt.ForkOrigin("t", 0)
         return
     else:
         with pytest.raises((eventckpt.VersionNotFoundError, eventckpt.ConflictError, eventckpt.InvalidArgumentError)):

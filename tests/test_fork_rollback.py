@@ -60,12 +60,25 @@ def test_fork_errors(store: eventckpt.Store) -> None:
     with pytest.raises(eventckpt.StreamNotFoundError):
         store.stream("nobody").fork()
     main = make_history(store, 2)
-    for bad in (0, 3, -1):
+    for bad in (3, -1):
         with pytest.raises(eventckpt.VersionNotFoundError):
             main.fork(at=bad)
     main.fork(task_id="taken")
     with pytest.raises(eventckpt.StreamExistsError):
         main.fork(task_id="taken")
+
+
+def test_fork_at_zero_is_a_new_lineage_in_the_same_tree(store: eventckpt.Store) -> None:
+    """fork(at=0) shares no versions but keeps checkpoint ids unique across the tree."""
+    main = store.stream("main")
+    main.save({"a": 1}, checkpoint_id="c1")
+    fresh = main.fork(at=0, task_id="fresh")
+    assert fresh.version == 0 and fresh.state() == {} and fresh.parent == eventckpt.ForkOrigin("main", 0)
+    fresh.save({"b": 2}, checkpoint_id="c2")
+    assert fresh.state(1) == {"b": 2} and main.state() == {"a": 1}
+    with pytest.raises(eventckpt.DuplicateCheckpointIdError):
+        fresh.save({"b": 3}, checkpoint_id="c1")
+    assert main.find("c2").values == {"b": 2}
 
 
 def test_rollback_appends_a_version_equal_to_the_target(store: eventckpt.Store) -> None:

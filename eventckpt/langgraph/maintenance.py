@@ -1,0 +1,184 @@
+"""Deleting, copying and pruning LangGraph threads.
+
+Deleting a whole thread or namespace, and copying one, are single transactions (a copy duplicates the
+rows as they are: events, snapshots and checksums stay valid). Removing some checkpoints while keeping
+later ones (prune "keep_latest", delete_for_runs) cannot delete versions in place: later versions are
+events on top of them. The kept checkpoints are instead committed again, with their ids, metadata and
+states, into a new stream tree (each kept checkpoint's parent becomes its nearest kept ancestor), and
+one transaction then swaps the thread's namespace to the new tree and deletes the old one. If another
+writer added a checkpoint to the namespace meanwhile, the swap is refused (ConflictError) and the new
+tree is dropped. A process killed during the rebuild leaves the old tree in place and the unfinished
+new one unreferenced (its streams are named `...#N`; the saver never reads them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..checkpoint import now
+from ..errors import ConflictError, InvalidArgumentError
+from ..journal import Journal, LangGraphRow, StreamRow
+from .layout import free_name, tree_name
+from .replay import states_at
+
+if TYPE_CHECKING:
+    from .saver import EventCkptSaver
+
+_WINDOW = 256  # kept checkpoints of one stream whose states are built at once
+
+
+def delete_threads(saver: EventCkptSaver, thread_ids: Iterable[str]) -> None:
+    store = saver.store
+    with store._guard() as journal:
+        with journal.write():
+            for thread_id in thread_ids:
+                for ns, root in journal.langgraph_trees(thread_id):
+                    journal.langgraph_forget(thread_id, ns)
+                    _drop_tree(journal, root.id)
+        journal.reclaim()
+
+
+def copy_thread(saver: EventCkptSaver, source: str, target: str) -> None:
+    with saver.store._guard() as journal, journal.write():
+        trees = journal.langgraph_trees(source)
+        if trees and journal.langgraph_trees(target):
+            raise InvalidArgumentError("target_thread_id", target, "already has checkpoints")
+        for ns, root in trees:
+            base = tree_name(journal, target, ns)
+            copies: dict[int, StreamRow] = {}
+            for row in journal.tree_streams(root.id):  # parents before their forks
+                suffix = row.name[len(root.name):] if row.name.startswith(root.name) else f"~{len(copies)}"
+                copy = journal.create_stream(
+                    free_name(journal, base + suffix), row.created_at,
+                    copies[row.parent_id] if row.parent_id is not None else None, row.fork_version,
+                )
+                copies[row.id] = copy
+                journal.copy_stream_rows(row.id, copy.id, copy.tree_id)
+            journal.langgraph_set_tree(target, ns, copies[root.id].id)
+            journal.langgraph_copy_writes(source, target, ns)
+
+
+def prune(saver: EventCkptSaver, thread_ids: list[str], strategy: str) -> None:
+    if strategy == "delete":
+        delete_threads(saver, thread_ids)
+        return
+    if strategy != "keep_latest":
+        raise InvalidArgumentError("strategy", strategy, 'must be "keep_latest" or "delete"')
+    for thread_id in thread_ids:
+        with saver.store._guard() as journal:
+            namespaces = [ns for ns, _ in journal.langgraph_trees(thread_id)]
+        for ns in namespaces:
+            _keep_only(saver, thread_id, ns, lambda rows: {rows[0].checkpoint_id})  # newest first
+
+
+def delete_checkpoints(saver: EventCkptSaver, run_ids: list[str]) -> None:
+    if not run_ids:
+        return
+    with saver.store._guard() as journal:
+        hits = journal.langgraph_runs(run_ids)
+    doomed: dict[tuple[str, str], set[str]] = {}
+    for thread_id, ns, checkpoint_id in hits:
+        doomed.setdefault((thread_id, ns), set()).add(checkpoint_id)
+    for (thread_id, ns), ids in doomed.items():
+        _keep_only(saver, thread_id, ns, lambda rows, ids=ids: {r.checkpoint_id for r in rows} - ids)
+
+
+def _keep_only(saver: EventCkptSaver, thread_id: str, ns: str, choose: Any) -> None:
+    """Keep only the checkpoints `choose(rows)` names in a namespace (rows: newest first)."""
+    store = saver.store
+    with store._guard() as journal:
+        tree = journal.langgraph_tree(thread_id, ns)
+        rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns) if tree else []
+    if tree is None:
+        return
+    kept = choose(rows) if rows else set()
+    if len(kept) == len(rows):
+        return
+    root = tree[0]
+    seen = (len(rows), rows[0].checkpoint_id if rows else None)
+    doomed = [r.checkpoint_id for r in rows if r.checkpoint_id not in kept]
+    new_root = _rebuild(saver, thread_id, ns, rows, kept) if kept else None
+    try:
+        with store._guard() as journal:
+            with journal.write():
+                if journal.tree_fingerprint(root.id) != seen:
+                    raise ConflictError(f"{thread_id}/{ns}", seen[0], journal.tree_fingerprint(root.id)[0])
+                if new_root is None:
+                    journal.langgraph_forget(thread_id, ns)
+                else:
+                    journal.langgraph_set_tree(thread_id, ns, new_root.id, replaces=root.id)
+                    journal.langgraph_forget(thread_id, ns, doomed)
+                _drop_tree(journal, root.id)
+            journal.reclaim()
+    except BaseException:
+        if new_root is not None:
+            with store._guard() as journal, journal.write():
+                _drop_tree(journal, new_root.id)
+        raise
+
+
+def _rebuild(saver: EventCkptSaver, thread_id: str, ns: str, rows: list[LangGraphRow], kept: set[str]) -> StreamRow:
+    """Commit the kept checkpoints again into a new, unreferenced stream tree; returns its root."""
+    store = saver.store
+    by_id = {r.checkpoint_id: r for r in rows}
+
+    def kept_parent(row: LangGraphRow) -> str | None:
+        parent = row.parent_id
+        while parent is not None and parent not in kept:
+            parent = by_id[parent].parent_id if parent in by_id else None
+        return parent
+
+    depth: dict[str, int] = {}
+    for row in rows:  # lineage depth, so that every checkpoint comes after its ancestors
+        chain: list[str] = []
+        cursor: str | None = row.checkpoint_id
+        while cursor is not None and cursor in by_id and cursor not in depth:
+            chain.append(cursor)
+            cursor = by_id[cursor].parent_id
+        base = depth.get(cursor, -1) if cursor is not None else -1
+        for cid in reversed(chain):
+            base += 1
+            depth[cid] = base
+    order = sorted((by_id[c] for c in kept), key=lambda r: (depth[r.checkpoint_id], r.checkpoint_id))
+    pending: dict[str, list[int]] = {}
+    for row in order:
+        pending.setdefault(row.stream, []).append(row.version)
+
+    with store._guard() as journal, journal.write():
+        root = journal.create_stream(tree_name(journal, thread_id, ns), now())
+    try:
+        where: dict[str, tuple[str, int]] = {}  # kept checkpoint id -> (new stream, version)
+        heads: dict[str, int] = {root.name: 0}
+        window: dict[tuple[str, int], dict[str, Any]] = {}
+        for row in order:
+            key = (row.stream, row.version)
+            if key not in window:  # the next versions of this stream, in one pass
+                versions = pending[row.stream]
+                upto = versions[versions.index(row.version):][:_WINDOW]
+                window = {k: v for k, v in window.items() if k[0] != row.stream}
+                window.update({(row.stream, v): s for v, s in states_at(store, row.stream, upto).items()})
+            parent = kept_parent(row)
+            if parent is None:
+                stream = root.name if heads[root.name] == 0 else store.stream(root.name).fork(at=0).task_id
+                expected = 0
+            else:
+                stream, expected = where[parent]
+                if heads.get(stream) != expected:
+                    stream = store.stream(stream).fork(at=expected).task_id
+            metadata = store.codec.decode(row.metadata) if row.metadata else None
+            cp = store.stream(stream).save(window.pop(key), metadata=metadata, expected_version=expected,
+                                           checkpoint_id=row.checkpoint_id)
+            where[row.checkpoint_id] = (stream, cp.version)
+            heads[stream] = cp.version
+    except BaseException:
+        with store._guard() as journal, journal.write():
+            _drop_tree(journal, root.id)
+        raise
+    return root
+
+
+def _drop_tree(journal: Journal, root_id: int) -> None:
+    """Delete a stream tree: every fork before the stream it forked from."""
+    for row in reversed(journal.tree_streams(root_id)):
+        journal.delete_stream(row.id)

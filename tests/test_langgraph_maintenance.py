@@ -1,0 +1,164 @@
+"""delete_for_runs, prune and copy_thread keep every remaining checkpoint exact, forks included."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+import eventckpt
+from eventckpt.langgraph import EventCkptSaver, maintenance
+from tests.conftest import journal_rows
+
+
+@pytest.fixture
+def saver(tmp_path: Path) -> Iterator[EventCkptSaver]:
+    with EventCkptSaver(tmp_path / "m.db") as s:
+        yield s
+
+
+def put(saver: EventCkptSaver, thread: str, parent: dict[str, Any] | None, run: str, n: int,
+        ns: str = "", writes: bool = True) -> dict[str, Any]:
+    """A checkpoint whose `log` holds the log of its parent plus one line (so every state is distinct)."""
+    before = saver.get_tuple(parent).checkpoint["channel_values"]["log"] if parent else []
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"log": [*before, f"{run}-{n}"], "n": n}
+    checkpoint["channel_versions"] = {"log": n + 1, "n": n + 1}
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+    if parent:
+        config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+    stored = saver.put(config, checkpoint, {"source": "loop", "step": n, "run_id": run}, {"log": n + 1, "n": n + 1})
+    if writes:
+        saver.put_writes(stored, [("log", f"write {run}-{n}")], f"task-{run}-{n}")
+    return stored
+
+
+def view(saver: EventCkptSaver, thread: str, ns: str | None = "") -> dict[str, Any]:
+    """checkpoint id -> (state, run, parent id, writes) of a thread namespace."""
+    config: dict[str, Any] = {"configurable": {"thread_id": thread}}
+    if ns is not None:
+        config["configurable"]["checkpoint_ns"] = ns
+    return {
+        t.checkpoint["id"]: (
+            t.checkpoint["channel_values"], t.metadata["run_id"],
+            t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None,
+            [w[1:] for w in t.pending_writes],
+        )
+        for t in saver.list(config)
+    }
+
+
+def cid(config: dict[str, Any]) -> str:
+    return config["configurable"]["checkpoint_id"]
+
+
+def test_delete_for_runs_in_the_middle_keeps_later_states(saver: EventCkptSaver) -> None:
+    """Deleting a run in the middle of a thread (and below a fork) keeps every later checkpoint's state;
+    a kept checkpoint's parent becomes its nearest kept ancestor."""
+    a = [put(saver, "t", None, "A", 0)]
+    for n in (1, 2):
+        a.append(put(saver, "t", a[-1], "A", n))
+    b = [put(saver, "t", a[-1], "B", 3)]
+    b.append(put(saver, "t", b[-1], "B", 4))
+    c = [put(saver, "t", b[-1], "C", 5)]
+    c.append(put(saver, "t", c[-1], "C", 6))
+    fork = put(saver, "t", b[0], "D", 7)  # a fork from inside run B
+    before = view(saver, "t")
+    saver.delete_for_runs(["B"])
+    after = view(saver, "t")
+    assert set(after) == set(before) - {cid(x) for x in b}
+    for key, (state, run, _, writes) in after.items():
+        assert state == before[key][0] and writes == before[key][3] and run == before[key][1]
+    assert after[cid(c[0])][2] == cid(a[-1]) and after[cid(fork)][2] == cid(a[-1])
+    assert after[cid(c[1])][2] == cid(c[0]) and after[cid(a[1])][2] == cid(a[0])
+    assert saver.get_tuple({"configurable": {"thread_id": "t"}}).checkpoint["id"] == cid(fork)  # newest
+    nxt = put(saver, "t", c[-1], "E", 8)  # the thread goes on from a kept checkpoint
+    assert saver.get_tuple(nxt).checkpoint["channel_values"]["log"][-3:] == ["C-5", "C-6", "E-8"]
+
+
+def test_delete_for_runs_of_a_whole_namespace_and_other_threads(saver: EventCkptSaver) -> None:
+    """A namespace holding only deleted runs disappears; other threads and runs are untouched."""
+    put(saver, "t", None, "X", 0, ns="child:1")
+    keep = put(saver, "t", None, "Y", 0)
+    put(saver, "t", keep, "X", 1)
+    put(saver, "u", None, "X", 0)
+    bystander = put(saver, "v", None, "Z", 0)
+    untouched = view(saver, "v")
+    saver.delete_for_runs(["X"])
+    assert view(saver, "t", ns="child:1") == {} and view(saver, "u") == {}
+    assert list(view(saver, "t")) == [cid(keep)]
+    assert view(saver, "v") == untouched and cid(bystander) in untouched
+    saver.delete_for_runs([])
+    saver.delete_for_runs(["nobody"])
+    assert list(view(saver, "t")) == [cid(keep)] and view(saver, "v") == untouched
+
+
+def test_prune_keep_latest_keeps_the_newest_of_each_namespace(saver: EventCkptSaver) -> None:
+    """keep_latest keeps only the newest checkpoint of each namespace, with its state and writes, and
+    gives back the space of the rest."""
+    line = [put(saver, "t", None, "R", 0)]
+    for n in range(1, 30):
+        line.append(put(saver, "t", line[-1], "R", n))
+    newest = put(saver, "t", line[10], "F", 99)  # a fork is the newest checkpoint
+    child = [put(saver, "t", None, "C", 0, ns="child:1")]
+    child.append(put(saver, "t", child[-1], "C", 1, ns="child:1"))
+    expected = view(saver, "t")[cid(newest)]
+    saver.prune(["t"], strategy="keep_latest")
+    assert view(saver, "t") == {cid(newest): (expected[0], "F", None, expected[3])}
+    assert list(view(saver, "t", ns="child:1")) == [cid(child[-1])]
+    names = [r[1] for r in journal_rows(saver.store.path)["streams"]]
+    assert len(names) == 2  # one stream per namespace is left: old trees and forks are gone
+    assert len(journal_rows(saver.store.path)["events"]) < 10
+
+
+def test_copy_thread_copies_forks_namespaces_and_writes(saver: EventCkptSaver) -> None:
+    """copy_thread gives the target the same checkpoints (ids, states, parents, metadata, writes) in every
+    namespace; deleting the source afterwards leaves the copy whole."""
+    line = [put(saver, "src", None, "R", 0)]
+    for n in range(1, 6):
+        line.append(put(saver, "src", line[-1], "R", n))
+    put(saver, "src", line[2], "F", 9)
+    put(saver, "src", None, "C", 0, ns="child:1")
+    source = {ns: view(saver, "src", ns) for ns in ("", "child:1")}
+    saver.copy_thread("src", "dst")
+    saver.delete_thread("src")
+    assert view(saver, "src", None) == {}
+    assert {ns: view(saver, "dst", ns) for ns in ("", "child:1")} == source
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        saver.copy_thread("dst", "dst")
+    saver.copy_thread("nobody", "dst2")
+    assert view(saver, "dst2", None) == {}
+
+
+def test_a_rebuild_racing_another_writer_is_refused(saver: EventCkptSaver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """If another writer adds a checkpoint while prune rebuilds a namespace, prune raises ConflictError,
+    the namespace keeps every checkpoint and the unfinished rebuild leaves nothing behind."""
+    line = [put(saver, "t", None, "R", 0)]
+    for n in range(1, 4):
+        line.append(put(saver, "t", line[-1], "R", n))
+    rebuild = maintenance._rebuild
+
+    def racing(*args: Any) -> Any:
+        root = rebuild(*args)
+        with EventCkptSaver(saver.store.path) as other:
+            line.append(put(other, "t", line[-1], "R", 4, writes=False))
+        return root
+
+    monkeypatch.setattr(maintenance, "_rebuild", racing)
+    before_streams = journal_rows(saver.store.path)["streams"]
+    with pytest.raises(eventckpt.ConflictError):
+        saver.prune(["t"])
+    assert set(view(saver, "t")) == {cid(x) for x in line}
+    assert journal_rows(saver.store.path)["streams"] == before_streams
+
+
+def test_prune_refuses_an_unknown_strategy(saver: EventCkptSaver) -> None:
+    """An unknown prune strategy is an InvalidArgumentError and nothing changes."""
+    put(saver, "t", None, "R", 0)
+    before = journal_rows(saver.store.path)
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        saver.prune(["t"], strategy="keep_some")
+    assert journal_rows(saver.store.path) == before

@@ -1,0 +1,148 @@
+"""How EventCkptSaver stores LangGraph checkpoints: events per step, readable JSON, one-query listing."""
+
+from __future__ import annotations
+
+import json
+import operator
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import StateGraph
+from langgraph.graph.message import add_messages
+
+from eventckpt.langgraph import EventCkptSaver
+from tests.langgraph_graphs import looping
+
+
+class Agent(TypedDict):
+    messages: Annotated[list, add_messages]
+    log: Annotated[list, operator.add]
+    settings: dict
+    step: int
+
+
+def agent_graph(steps: int) -> StateGraph:
+    def agent(state: Agent) -> dict[str, Any]:
+        n = state["step"] + 1
+        return {"messages": [AIMessage(f"answer {n}", id=f"m{n}")], "log": [{"n": n, "text": "x" * 40}], "step": n}
+
+    return looping(Agent, agent, lambda s: s["step"] >= steps)
+
+
+@pytest.fixture
+def saver(tmp_path: Path) -> Iterator[EventCkptSaver]:
+    with EventCkptSaver(tmp_path / "agent.db") as s:
+        yield s
+
+
+def run(saver: EventCkptSaver, steps: int, thread: str = "t") -> dict[str, Any]:
+    app = agent_graph(steps).compile(checkpointer=saver)
+    start = {"messages": [HumanMessage("go", id="h")], "log": [], "settings": {"model": "m", "big": "y" * 5000},
+             "step": 0}
+    return app.invoke(start, {"configurable": {"thread_id": thread}, "recursion_limit": steps + 10})
+
+
+def sql(path: Path, query: str, *args: Any) -> list[tuple[Any, ...]]:
+    """Read the file with the stdlib sqlite3 module, as any tool could."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute(query, args).fetchall()
+    finally:
+        conn.close()
+
+
+def test_growing_lists_cost_one_append_per_step(saver: EventCkptSaver) -> None:
+    """Each step appends one event to `messages` (LangChain objects, via the serde) and one to `log`."""
+    run(saver, 40)
+    per_version = sql(saver.store.path, "SELECT version, path, op FROM events WHERE path IN ('$.messages', '$.log')"
+                                        " AND version > 2 ORDER BY version, path")
+    assert len(per_version) == 2 * 40
+    assert {op for _, _, op in per_version} == {"append"}
+    assert sorted({v for v, _, _ in per_version}) == list(range(3, 43))
+
+
+def test_an_unchanged_channel_costs_nothing(saver: EventCkptSaver) -> None:
+    """A channel written once (a 5 kB settings dict) has one event in the whole run, and no snapshot copy."""
+    run(saver, 60)
+    assert sql(saver.store.path, "SELECT count(*) FROM events WHERE path LIKE '$.settings%'") == [(1,)]
+    bytes_per_step = sql(saver.store.path, "SELECT avg(event_bytes) FROM versions WHERE version > 2")[0][0]
+    assert bytes_per_step < 600  # the message (~250 B of JSON), the log line, the step: not the state
+
+
+def test_values_are_readable_json_in_the_file(saver: EventCkptSaver) -> None:
+    """Messages stored through the serde are JSON a stock SQLite can query; so is LangGraph's bookkeeping."""
+    run(saver, 3)
+    contents = [r[0] for r in sql(
+        saver.store.path,
+        "SELECT json_extract(value, '$.\"$tuple\"[1][2].content') FROM events WHERE path = '$.messages'"
+        " AND op = 'append' ORDER BY version")]
+    assert contents == ["answer 1", "answer 2", "answer 3"]
+    encoding = sql(saver.store.path, "SELECT value FROM events WHERE path = '$.\"__serde__:messages\"'")
+    assert [json.loads(v) for (v,) in encoding] == [["msgpack", "tree"]]
+    steps = sql(saver.store.path, "SELECT json_extract(metadata, '$.metadata.step'),"
+                                  " json_extract(metadata, '$.checkpoint.channel_versions.step') FROM versions")
+    assert [s for s, _ in steps] == [-1, 0, 1, 2, 3] and all(v is None or type(v) is int for _, v in steps)
+
+
+def test_plain_json_never_reaches_the_serde(tmp_path: Path) -> None:
+    """Plain JSON channels are stored as themselves; only values holding other objects reach the serde."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    seen: list[Any] = []
+
+    class Spy(JsonPlusSerializer):
+        def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+            seen.append(obj)
+            return super().dumps_typed(obj)
+
+    with EventCkptSaver(tmp_path / "spy.db", serde=Spy()) as saver:
+        run(saver, 5)
+        assert seen and not any(saver.store.codec.is_plain(v) for v in seen)
+        assert len(seen) < 3 * 5 + 6  # the message channel and its writes, not every channel every step
+
+
+def test_checkpoint_ids_are_the_stores_checkpoint_ids(saver: EventCkptSaver) -> None:
+    """A LangGraph checkpoint id finds its version through eventckpt's own API."""
+    run(saver, 4)
+    newest = saver.get_tuple({"configurable": {"thread_id": "t"}})
+    name = sql(saver.store.path, "SELECT name FROM streams")[0][0]
+    found = saver.store.stream(name).find(newest.checkpoint["id"])
+    assert found is not None and found.values["step"] == 4
+    assert found.metadata["metadata"]["step"] == newest.metadata["step"]
+
+
+def test_list_costs_the_same_queries_for_10_or_200_checkpoints(tmp_path: Path) -> None:
+    """list() runs one query for the checkpoints with their writes, whatever their number (no N+1)."""
+    counts = {}
+    for steps in (8, 198):
+        with EventCkptSaver(tmp_path / f"n{steps}.db") as saver:
+            run(saver, steps)
+            statements: list[str] = []
+
+            def trace(cursor: Any, query: str, bindings: Any, seen: list[str] = statements) -> bool:
+                seen.append(query)
+                return True
+
+            conn = saver.store._journal.conn
+            conn.exec_trace = trace
+            listed = list(saver.list({"configurable": {"thread_id": "t"}}))
+            conn.exec_trace = None
+        assert len(listed) == steps + 2 and all(t.pending_writes for t in listed[1:])
+        assert sum("langgraph_writes" in q for q in statements) == 1
+        counts[steps] = len(statements)
+    assert counts[8] == counts[198]
+
+
+def test_metadata_filters_are_bound_parameters(saver: EventCkptSaver) -> None:
+    """Filter keys and values travel as parameters: SQL in them is data and matches nothing."""
+    config = {"configurable": {"thread_id": "t"}}
+    run(saver, 3)
+    assert len(list(saver.list(config, filter={"source": "loop"}))) == 4  # steps 0..3
+    assert list(saver.list(config, filter={"source": "loop' OR '1'='1"})) == []
+    assert list(saver.list(config, filter={"source') OR 1=1 --": "loop"})) == []
+    assert [t.metadata["step"] for t in saver.list(config, filter={"step": 2})] == [2]
+    assert len(list(saver.list(None, filter={"parents": {}}))) == 5
