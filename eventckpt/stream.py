@@ -292,6 +292,7 @@ class CheckpointStore:
         expected_version: int | None,
         checkpoint_id: str | None,
         checked: bool = False,
+        created_at: str | None = None,
     ) -> Checkpoint:
         """The one write path: diff or operations -> events, version row, snapshot, in one transaction.
 
@@ -304,7 +305,7 @@ class CheckpointStore:
                            checkpoint_id=checkpoint_id)
         store = self.store
         meta_text = store.codec.encode_text(dict(metadata)) if metadata else None
-        options = (name, int(auto), meta_text, expected_version, checkpoint_id)
+        options = (name, int(auto), meta_text, expected_version, checkpoint_id, created_at)
         with store._lock:
             store._check_open()
             journal = store._journal
@@ -334,12 +335,12 @@ class CheckpointStore:
     def _attempt(self, trust: bool, produce: Callable[[dict[str, Any]], list[Any]], check_paths: bool,
                  usage_of: Callable[[dict[str, int | float]], dict[str, int | float]], name: str | None,
                  auto: int, meta_text: str | None, expected_version: int | None,
-                 checkpoint_id: str | None) -> tuple[Any, ...]:
+                 checkpoint_id: str | None, created_at: str | None) -> tuple[Any, ...]:
         """One try at a commit inside the open write transaction. The head's state is updated in place;
         the caller forgets the cached head if anything fails."""
         store = self.store
         journal = store._journal
-        created = now()
+        created = created_at or now()  # an import keeps the exported version's time
         row, head = store._writable(self.task_id, trust)
         if row is None:
             row = journal.create_stream(self.task_id, created)
