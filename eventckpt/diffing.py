@@ -131,7 +131,8 @@ def diff(stream: CheckpointStore, a: Any, b: Any = None, *, live: Any = None) ->
             old = store._state_at(side_a.row, side_a.version) if side_a.version else {}
             new = {key: store.codec.encode_copy(value)[1] for key, value in _state_dict(live).items()}
             changes: list[Change] = []
-            _compare((), old, new, changes)
+            for key in {**old, **new}:  # top-level keys are always compared one by one, "$" or not
+                _compare((key,), old.get(key, MISSING), new.get(key, MISSING), changes)
             return Diff(side_a.ref, None, tuple(changes))
         side_b = _Side.resolve(store, stream.task_id, b, "b")
         changes = _Differ(store, journal, side_a, side_b).changes()
@@ -140,13 +141,14 @@ def diff(stream: CheckpointStore, a: Any, b: Any = None, *, live: Any = None) ->
 
 @dataclass
 class _Side:
-    row: Any
+    task_id: str
+    row: Any  # None for a stream that does not exist yet (its only version is 0, the empty state)
     version: int
     segments: list[Segment]
 
     @property
     def ref(self) -> VersionRef:
-        return VersionRef(self.row.name, self.version)
+        return VersionRef(self.task_id, self.version)
 
     @classmethod
     def resolve(cls, store: Store, task_id: str, spec: Any, argument: str) -> _Side:
@@ -162,6 +164,8 @@ class _Side:
         journal = store._journal
         found = journal.stream_and_head(task_id)
         if found is None:
+            if version in (None, 0):
+                return cls(task_id, None, 0, [])
             raise StreamNotFoundError(task_id)
         row, head = found
         if version is None:
@@ -171,7 +175,7 @@ class _Side:
         segments = segments_for(store._chain(row), version)
         if version and not any(s.lo <= version <= s.hi and journal.version_row(s.stream_id, version) for s in segments):
             raise VersionNotFoundError(task_id, version, head)
-        return cls(row, version, segments)
+        return cls(task_id, row, version, segments)
 
 
 def common_version(a: Sequence[Segment], b: Sequence[Segment]) -> int:
@@ -198,6 +202,8 @@ class _Differ:
 
     def changes(self) -> list[Change]:
         touched_a, touched_b = self._touched(self.a), self._touched(self.b)
+        for side, touched in ((self.a, touched_a), (self.b, touched_b)):
+            self._promote_shifted_lists(side, touched)
         paths = {text: from_text(text) for text in touched_a.keys() | touched_b.keys()}
         present = set(paths.values())
         roots = sorted(((p, t) for t, p in paths.items() if not any(p[:i] in present for i in range(1, len(p)))),
@@ -210,7 +216,7 @@ class _Differ:
             grown_a = self._grown(self.a, path, text, touched_a, path in below["a"])
             grown_b = self._grown(self.b, path, text, touched_b, path in below["b"])
             if grown_a is not None and grown_b is not None:
-                self._compare_growth(path, text, grown_a, grown_b, out)
+                self._compare_growth(path, text, (grown_a, text in touched_a), (grown_b, text in touched_b), out)
             else:
                 _compare(path, self._value_at(self.a, path), self._value_at(self.b, path), out)
         return out
@@ -221,6 +227,14 @@ class _Differ:
         for seg in side.segments:
             out.update(self.journal.touched(seg, self.common, side.version))
         return out
+
+    def _promote_shifted_lists(self, side: _Side, touched: dict[str, tuple[int, int]]) -> None:
+        """Deleting a list item shifts every later position: such a list counts as touched itself."""
+        lists = {p[:-1] for p in map(from_text, touched) if type(p[-1]) is int}
+        for parent in lists:
+            text = to_text(parent)
+            if text not in touched and _deletes_items(self.journal, side.segments, parent, (self.common + 1, -1), side.version):
+                touched[text] = max(pos for t, pos in touched.items() if from_text(t)[: len(parent)] == parent)
 
     def _grown(self, side: _Side, path: Path, text: str, touched: dict[str, tuple[int, int]], below: bool) -> int | None:
         """How many items this side only appended to the list at `path` since the common version (0 when
@@ -234,13 +248,14 @@ class _Differ:
             return None
         return self.journal.growth(side.segments, text, (self.common + 1, -1), side.version)
 
-    def _compare_growth(self, path: Path, text: str, grown_a: int, grown_b: int, out: list[Change]) -> None:
+    def _compare_growth(self, path: Path, text: str, side_a: tuple[int, bool], side_b: tuple[int, bool],
+                        out: list[Change]) -> None:
+        """Compare a list each side only appended to (`side_*`: items appended, whether it touched it)."""
+        (grown_a, touched_a), (grown_b, touched_b) = side_a, side_b
         length = list_length(self.journal, self.codec, self.base, path, self.common) if self.common else None
         run_a, run_b = (_Run(self.store, s.segments, text, self.common, s.version) for s in (self.a, self.b))
         if length is None:  # the list did not exist at the common version: the runs are the whole lists
-            old = MISSING if not grown_a else run_a.items()
-            new = MISSING if not grown_b else run_b.items()
-            _compare(path, old, new, out)
+            _compare(path, run_a.items() if touched_a else MISSING, run_b.items() if touched_b else MISSING, out)
         elif not grown_a:
             out.extend([_Appended(ADDED, path + (length + i,), run_b, i) for i in range(grown_b)])
         elif not grown_b:
@@ -282,16 +297,36 @@ def value_at(journal: Journal, codec: Codec, segments: Sequence[Segment], path: 
     row, depth = _newest(journal, segments, path, version)
     if row is None:
         return MISSING
-    v, seq, op, _, value = row
-    if op == DELETE:
+    v, seq, op, where, value = row
+    if _shifted(journal, segments, path, (v, seq), version) or (op == DELETE and where.endswith("]")):
+        pass  # an item deleted before this position moved another item here: rebuild below
+    elif op == DELETE:
         return MISSING  # nothing can live below a deleted path until something sets it again
-    if op == SET:
+    elif op == SET:
         if depth == len(path) and value is not None and value[:1] not in ("{", "["):
             return codec.decode(value)  # a scalar: nothing can have changed below it since
         if not journal.touched_below(segments, to_text(path), (v, seq), version):
             kind, _, text = journal.json_at(segments, v, seq, to_text(path[depth:]), text=True)
             return MISSING if kind is None else codec.decode(text)
     return _descend(key_at(journal, codec, segments, path[0], version), path[1:])
+
+
+def _deletes_items(journal: Journal, segments: Sequence[Segment], parent: Path, after: tuple[int, int], upto: int,
+                   below: int | None = None) -> bool:
+    """Whether an item of the list at `parent` (with index <= `below`, if given) was deleted after event
+    `after` through version `upto`."""
+    for text in journal.item_deletes(segments, to_text(parent), after, upto):
+        deleted = from_text(text)
+        if len(deleted) == len(parent) + 1 and (below is None or deleted[-1] <= below):
+            return True
+    return False
+
+
+def _shifted(journal: Journal, segments: Sequence[Segment], path: Path, after: tuple[int, int], upto: int) -> bool:
+    """Whether a list index in `path` may name another item than at event `after`: an earlier (or the
+    same) item of that list was deleted since."""
+    return any(type(key) is int and _deletes_items(journal, segments, path[:i], after, upto, key)
+               for i, key in enumerate(path) if i)
 
 
 def key_at(journal: Journal, codec: Codec, segments: Sequence[Segment], key: str, version: int) -> Any:

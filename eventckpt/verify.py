@@ -72,11 +72,11 @@ def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> 
     """See Store.verify."""
     with store._guard() as journal, journal.read():
         checker = _Checker(store, journal, progress)
-        checker.run()
-        try:
-            checker.problems += [Problem("file", None, None, text) for text in journal.integrity_problems()]
-        except StorageError as exc:
-            checker.problems.append(Problem("file", None, None, str(exc)))
+        for step in (checker.run, checker.file):
+            try:
+                step()
+            except StorageError as exc:  # a damaged page: report it and go on to SQLite's own checks
+                checker.problems.append(Problem("file", None, None, str(exc)))
         return VerifyReport(len(checker.rows), checker.versions, checker.events, checker.snapshots,
                             tuple(checker.problems))
 
@@ -112,18 +112,23 @@ class _Lineage:
 class _Checker:
     def __init__(self, store: Store, journal: Journal, progress: Callable[[int, int], None] | None) -> None:
         self.store, self.journal, self.progress = store, journal, progress
-        self.rows = journal.streams_all()
+        self.rows: list[StreamRow] = []
         self.problems: list[Problem] = []
         self.versions = self.events = self.snapshots = self.done = 0
-        self.extents = {row.id: journal.extent(row.id) for row in self.rows}
-        self.total = sum(max(0, hi - (row.fork_version or 0)) for row in self.rows for hi in [self.extents[row.id][1]])
         self.literal: dict[tuple[int, int], frozenset[str]] = {}  # (stream, version) of a snapshot -> its keys
         self.forks: dict[tuple[int, int], list[StreamRow]] = {}  # (owner, version) -> forks branching there
 
     def problem(self, kind: str, row: StreamRow, version: int | None, detail: str) -> None:
         self.problems.append(Problem(kind, row.name, version, detail))
 
+    def file(self) -> None:
+        self.problems += [Problem("file", None, None, text) for text in self.journal.integrity_problems()]
+
     def run(self) -> None:
+        journal = self.journal
+        self.rows = journal.streams_all()
+        self.extents = {row.id: journal.extent(row.id) for row in self.rows}
+        self.total = sum(max(0, self.extents[row.id][1] - (row.fork_version or 0)) for row in self.rows)
         by_id = {row.id: row for row in self.rows}
         starts = []
         for row in self.rows:
@@ -138,7 +143,10 @@ class _Checker:
             else:
                 self.forks.setdefault((owner, row.fork_version), []).append(row)
         for row in starts:
-            self.stream(row, _Lineage())
+            try:
+                self.stream(row, _Lineage())
+            except StorageError as exc:  # a damaged page in this tree: report it, check the others
+                self.problem("file", row, None, str(exc))
         if self.progress:
             self.progress(self.done, self.total)
 

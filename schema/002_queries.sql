@@ -67,8 +67,8 @@ SELECT l.stream AS stream, v.version AS version, v.created_at AS created_at, v.n
        (SELECT c.checkpoint_id FROM checkpoint_ids AS c WHERE c.stream_id = v.stream_id AND c.version = v.version)
            AS checkpoint_id
 FROM lineage AS l
-JOIN streams AS s ON s.id = l.stream_id
-JOIN versions AS v ON v.stream_id = l.stored_in_id AND v.version BETWEEN l.lo AND l.hi;
+CROSS JOIN streams AS s ON s.id = l.stream_id
+CROSS JOIN versions AS v ON v.stream_id = l.stored_in_id AND v.version BETWEEN l.lo AND l.hi;
 
 -- One row per stored event, readable: the stream's name, when its version was committed, the op, the
 -- path (a SQLite JSON path) and the value as JSON text.
@@ -80,15 +80,15 @@ JOIN streams AS s ON s.id = e.stream_id
 JOIN versions AS v ON v.stream_id = e.stream_id AND v.version = e.version;
 
 -- The history of a path in every stream, inherited versions included: filter on `stream` and `path`
--- (an index lookup per lineage range: INDEXED BY, because without statistics the planner would rather
--- scan the stream's events by version). Events below a path are a range of paths:
+-- (an index lookup per lineage range: INDEXED BY and CROSS JOIN, because without statistics newer
+-- planners would rather scan the events first). Events below a path are a range of paths:
 -- path >= '$.scratch.' AND path < '$.scratch/' holds every key of scratch.
 CREATE VIEW path_history AS
 SELECT l.stream AS stream, e.path AS path, e.version AS version, e.seq AS seq, v.created_at AS created_at,
        e.op AS op, e.value AS value, l.stored_in AS stored_in
 FROM lineage AS l
-JOIN events AS e INDEXED BY events_by_path ON e.stream_id = l.stored_in_id AND e.version BETWEEN l.lo AND l.hi
-JOIN versions AS v ON v.stream_id = e.stream_id AND v.version = e.version;
+CROSS JOIN events AS e INDEXED BY events_by_path ON e.stream_id = l.stored_in_id AND e.version BETWEEN l.lo AND l.hi
+CROSS JOIN versions AS v ON v.stream_id = e.stream_id AND v.version = e.version;
 
 -- One row per stream: where it forked from, its head version and when that was committed.
 CREATE VIEW stream_heads AS
