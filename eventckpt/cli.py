@@ -86,7 +86,8 @@ def _open(path: str, **options: Any) -> Iterator[eventckpt.Store]:
 
 
 class _Progress:
-    """A click progress bar on stderr, created when the total is first known."""
+    """A click progress bar on stderr, created when the total is first known; nothing when stderr is not
+    a terminal (scripts get their output, and errors stay one line)."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -94,6 +95,8 @@ class _Progress:
 
     def __call__(self, done: int, total: int) -> None:
         if self.bar is None:
+            if not sys.stderr.isatty():
+                return
             self.bar = click.progressbar(length=max(total, 1), label=self.label, file=sys.stderr)
             self.bar.__enter__()
         self.bar.update(done - self.bar.pos)
@@ -373,12 +376,19 @@ def import_(path: str, source: Any, as_json: bool) -> None:
     Nothing is kept if any line fails. Example: eventckpt import copy.db task-1.jsonl
     """
     size = _size(source)
-    with _open(path) as store:
-        if size:
-            with click.progressbar(length=size, label="importing", file=sys.stderr) as bar:
-                names = store.import_lines(source, progress=bar.update)
-        else:
-            names = store.import_lines(source)
+    progress = _Progress("importing")
+    done = 0
+
+    def step(n: int) -> None:
+        nonlocal done
+        done += n
+        progress(done, size)
+
+    try:
+        with _open(path) as store:
+            names = store.import_lines(source, progress=step if size else None)
+    finally:
+        progress.close()
     if as_json:
         emit_json({"streams": names})
     else:

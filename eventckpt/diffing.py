@@ -305,10 +305,18 @@ def value_at(journal: Journal, codec: Codec, segments: Sequence[Segment], path: 
     elif op == SET:
         if depth == len(path) and value is not None and value[:1] not in ("{", "["):
             return codec.decode(value)  # a scalar: nothing can have changed below it since
-        if not journal.touched_below(segments, to_text(path), (v, seq), version):
-            kind, _, text = journal.json_at(segments, v, seq, to_text(path[depth:]), text=True)
-            return MISSING if kind is None else codec.decode(text)
+        if not _tag_like(path[depth:]) and not journal.touched_below(segments, to_text(path), (v, seq), version):
+            kind, _, text, tagged = journal.json_at(segments, v, seq, to_text(path[depth:]), text=True)
+            if kind is not None:
+                return codec.decode(text)
+            if not tagged:
+                return MISSING
     return _descend(key_at(journal, codec, segments, path[0], version), path[1:])
+
+
+def _tag_like(rel: Path) -> bool:
+    """Whether a JSON path could run into a tagged form's body ("$dict" and friends) instead of a key."""
+    return any(type(k) is str and k.startswith("$") for k in rel)
 
 
 def _deletes_items(journal: Journal, segments: Sequence[Segment], parent: Path, after: tuple[int, int], upto: int,
@@ -350,18 +358,31 @@ def key_at(journal: Journal, codec: Codec, segments: Sequence[Segment], key: str
 def list_length(journal: Journal, codec: Codec, segments: Sequence[Segment], path: Path, version: int) -> int | None:
     """The length of the list at `path` at `version` (None when there is no list there), counted from
     where the list was last reset (set, deleted, truncated, or replaced with an ancestor) plus the
-    appends since: the appended items themselves are never read."""
-    text = to_text(path)
+    appends since: the appended items themselves are never read. Rare shapes (list indices or "$" keys
+    in the path, truncations, tagged values on the way) read the value instead."""
     last, depth = _newest(journal, segments, path, version)
     if last is None:
         return None
-    if any(type(k) is int for k in path) or last[2] == TRUNCATE or (depth == len(path) and last[2] not in (SET, APPEND, EXTEND)):
-        value = value_at(journal, codec, segments, path, version)  # rare shapes: read the value
-        return len(value) if type(value) is list else None
-    if last[2] in (SET, DELETE) or depth < len(path):
-        return _length_in(journal, segments, last, to_text(path[depth:]))
-    # Appended to: find the newest reset of the list itself, or a newer replacement of an ancestor.
-    start = journal.newest_event(segments, text, version, reset=True)
+    op = last[2]
+    if not (any(type(k) is int for k in path) or _tag_like(path) or op == TRUNCATE
+            or (depth == len(path) and op not in (SET, APPEND, EXTEND))):
+        if op in (SET, DELETE) or depth < len(path):
+            length = _length_in(journal, segments, last, to_text(path[depth:]))
+            if length is not _UNSURE:
+                return length
+        else:
+            counted = _counted_length(journal, segments, path, version)
+            if counted is not _UNSURE:
+                return counted
+    value = value_at(journal, codec, segments, path, version)
+    return len(value) if type(value) is list else None
+
+
+def _counted_length(journal: Journal, segments: Sequence[Segment], path: Path, version: int) -> Any:
+    """The length of a list whose last event appended to it: the newest reset of the list itself or a
+    newer replacement of an ancestor, plus the items appended since, minus the items deleted since."""
+    text = to_text(path)
+    start, depth = journal.newest_event(segments, text, version, reset=True), len(path)
     for i in range(1, len(path)):
         row = journal.newest_event(segments, to_text(path[:i]), version)
         if row is not None and (start is None or (row[0], row[1]) > (start[0], start[1])):
@@ -369,20 +390,25 @@ def list_length(journal: Journal, codec: Codec, segments: Sequence[Segment], pat
     if start is None:
         base, after = 0, (0, -1)
     elif start[2] == TRUNCATE:
-        value = value_at(journal, codec, segments, path, version)
-        return len(value) if type(value) is list else None
+        return _UNSURE
     else:
-        base, after = _length_in(journal, segments, start, to_text(path[depth:]) if depth < len(path) else "$") or 0, (start[0], start[1])
+        base, after = _length_in(journal, segments, start, to_text(path[depth:])), (start[0], start[1])
+        if base is _UNSURE:
+            return _UNSURE
     deletes = sum(1 for p in journal.item_deletes(segments, text, after, version) if len(from_text(p)) == len(path) + 1)
-    return base + journal.growth(segments, text, after, version) - deletes
+    return (base or 0) + journal.growth(segments, text, after, version) - deletes
 
 
-def _length_in(journal: Journal, segments: Sequence[Segment], row: EventRow, rel: str) -> int | None:
-    """The length of the list at `rel` inside the value an event set (None when it set no list there)."""
+_UNSURE: Any = object()
+
+
+def _length_in(journal: Journal, segments: Sequence[Segment], row: EventRow, rel: str) -> Any:
+    """The length of the list at `rel` inside the value an event set: None when it set no list there,
+    _UNSURE when a tagged form in the value may hide it from JSON paths."""
     if row[2] != SET:
         return None
-    kind, length, _ = journal.json_at(segments, row[0], row[1], rel)
-    return length if kind == "array" else None
+    kind, length, _, tagged = journal.json_at(segments, row[0], row[1], rel)
+    return length if kind == "array" else _UNSURE if tagged else None
 
 
 def segments_for_version(segments: Sequence[Segment], version: int) -> list[Segment]:

@@ -677,11 +677,12 @@ class Journal:
         return out
 
     def json_at(self, segments: Sequence[Segment], version: int, seq: int, rel: str, *, text: bool = False
-                ) -> tuple[str | None, int | None, str | None]:
-        """(JSON type, array length, JSON text when `text`) of the part at `rel` ('$': all) of one event's value."""
+                ) -> tuple[str | None, int | None, str | None, bool]:
+        """(JSON type, array length, JSON text when `text`) of the part at `rel` ('$': all) of one event's
+        value, and whether the value holds tagged forms (a "$dict" hides its keys from JSON paths)."""
         owner = next(s for s in segments if s.lo <= version <= s.hi)
-        return self._one("SELECT json_type(value, ?1), json_array_length(value, ?1), CASE WHEN ?2 THEN value -> ?1 END"
-                         " FROM events WHERE stream_id = ?3 AND version = ?4 AND seq = ?5",
+        return self._one("SELECT json_type(value, ?1), json_array_length(value, ?1), CASE WHEN ?2 THEN value -> ?1 END,"
+                         " instr(value, '{\"$') > 0 FROM events WHERE stream_id = ?3 AND version = ?4 AND seq = ?5",
                          (rel, text, owner.stream_id, version, seq))
 
     def touched_below(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int) -> bool:

@@ -13,7 +13,7 @@ import orjson
 from .checkpoint import Checkpoint, parse_time
 from .codec import Codec
 from .errors import InvalidArgumentError
-from .journal import LogRow, MetaFilter, StreamRow, segments_for
+from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamRow, segments_for
 from .diffing import MISSING, equal, value_at
 from .ops import DELETE, SET, TRUNCATE
 from .paths import Path, addressable, from_text, normalize, to_text
@@ -151,22 +151,38 @@ def history(stream: CheckpointStore, path: Any, *, since: int | None = None, unt
         segments = segments_for(chain, until)
         rows = journal.history_rows(segments, text, ancestors, since or 0, until, limit)
         names = {r.id: r.name for r in chain}
-        kept, values = [], []
+        kept, texts = [], []
         for r in rows:
             where = from_text(r.path)
             op, value = r.op, r.value
             if len(where) < len(parts):  # an ancestor: what did it do to this path?
                 if op == TRUNCATE and parts[len(where)] < int(value):
                     continue  # the list kept this item
-                op, value = (SET, value) if op == SET and value is not None else (DELETE, None)
+                now = ancestor_value(journal, store.codec, segments, parts, where, r)
                 before = value_at(journal, store.codec, segments, parts, r.version - 1)
-                unchanged = (before is MISSING) if op == DELETE else equal(before, store.codec.decode(value))
-                if unchanged:
+                if before is MISSING and now is MISSING or equal(before, now):
                     continue  # replaced by an equal value, or removed where it did not exist
-            kept.append((r, where, op))
-            values.append(value if value is not None else "null")
-    decoded = store.codec.decode_many(values)
-    return [
-        HistoryEntry(names[r.stream_id], r.version, r.seq, op, where, None if op == DELETE else value, _parse_time(r.created_at))
-        for (r, where, op), value in zip(kept, decoded)
-    ]
+                op, value = (DELETE, None) if now is MISSING else (SET, now)
+                kept.append((r, where, op, value))
+                continue
+            kept.append((r, where, op, None))
+            texts.append(value if value is not None else "null")
+    decoded = iter(store.codec.decode_many(texts))  # one parser call for the events' own values, in order
+    out = []
+    for r, where, op, value in kept:
+        if len(where) >= len(parts):
+            value = next(decoded)
+        out.append(HistoryEntry(names[r.stream_id], r.version, r.seq, op, where, None if op == DELETE else value,
+                                _parse_time(r.created_at)))
+    return out
+
+
+def ancestor_value(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, where: Path, row: HistoryRow) -> Any:
+    """The path's value as an ancestor's event left it: taken from inside the ancestor's new value by
+    SQL, or when that cannot be trusted (nothing found, or "$" keys that a tagged form could shadow),
+    read as of the end of that version."""
+    if row.op == SET and row.value is not None and not any(type(k) is str and k.startswith("$") for k in parts[len(where):]):
+        return codec.decode(row.value)
+    if row.op == SET or row.op == TRUNCATE:
+        return value_at(journal, codec, segments, parts, row.version)
+    return MISSING

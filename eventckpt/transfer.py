@@ -77,7 +77,7 @@ def _versions(store: Store, row: StreamRow, upto: int, after: int) -> Iterator[b
             "usage": orjson.Fragment(v.usage) if v.usage else None,
             "checkpoint_id": ids.get(v.version), "events": events.get(v.version, []),
         }) + b"\n" for v in vrows]
-        yield b"".join(lines)
+        yield from lines
 
 
 def import_lines(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None = None) -> list[str]:

@@ -79,6 +79,40 @@ class DiffMachine(StoreMachine):
         check(self.store.stream(s1).diff(a, live=live), states[s1][a], states[s2][b])
 
 
+    @rule(data=st.data())
+    def history_of_a_path(self, data: st.DataObject) -> None:
+        """Every version where the value at a path of dict keys changed is in the path's history."""
+        name = self._name(data)
+        states = [{}] + self.model[name]
+        paths = sorted({p for state in states for p in key_paths(state)}, key=repr)
+        if not paths:
+            return
+        path = data.draw(st.sampled_from(paths), label="path")
+        changed = {v for v in range(1, len(states)) if not strict_equal(value_at(states[v], path), value_at(states[v - 1], path))}
+        entries = self.store.stream(name).history(path)
+        assert changed <= {e.version for e in entries}, (path, changed, entries)
+        assert [e.version for e in entries] == sorted((e.version for e in entries), reverse=True)
+
+
+def key_paths(value: Any, path: tuple = ()) -> list[tuple]:
+    """Paths of dict keys (no list indices: a position shifts without an event) a caller can address."""
+    out = []
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is str and not any(c in key for c in '"\\') and all(ord(c) >= 32 for c in key):
+                out.append(path + (key,))
+                out.extend(key_paths(item, path + (key,)))
+    return out
+
+
+def value_at(state: Any, path: tuple) -> Any:
+    for key in path:
+        if type(state) is not dict or key not in state:
+            return MISSING
+        state = state[key]
+    return state
+
+
 class EagerDiff(DiffMachine):
     """Small snapshot thresholds: diffs cross many snapshots and shared keys."""
 

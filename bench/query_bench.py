@@ -1,0 +1,106 @@
+"""log, history and diff on workload W, each next to the naive way of answering the same question.
+
+    python bench/query_bench.py --steps 100000            # builds W once (about a minute per 100k steps)
+    python bench/query_bench.py --db /tmp/w.db --keep      # reuse a file built before
+
+Measured, each as the median of --repeat runs after a warm-up, in one process on one file:
+  log      log(3000): the newest 3000 checkpoints            vs  get(v) for each of them
+  history  history(("scratch", "k05")) over every version    vs  a scan of the stream's events in order
+  diff     diff(v, v + 10000) (paths; values read lazily)    vs  state(v) and state(v + 10000), compared
+  diff+    the same diff with every appended value read
+Targets (DESIGN/issue 3): log <= 10 ms, history <= 50 ms, diff <= 20 ms. Ratios are to the naive way,
+measured side by side, because these machines are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import eventckpt  # noqa: E402
+from eventckpt.diffing import MISSING, _compare  # noqa: E402
+from w_native import run_tx  # noqa: E402
+
+TARGETS_MS = {"log": 10.0, "history": 50.0, "diff": 20.0}
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    result = fn()  # warm-up (and the result, to report its size)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3, result
+
+
+def naive_history(store: eventckpt.Store, path_text: str) -> list[tuple[Any, ...]]:
+    """What answering history costs without the path index: every event of the stream, in order."""
+    journal = store._journal
+    row, head = journal.stream_and_head("w")
+    return [r for r in journal.tail(eventckpt.journal.segments_for(store._chain(row), head), 0) if r[3] == path_text]
+
+
+def naive_diff(task: eventckpt.CheckpointStore, a: int, b: int) -> list[Any]:
+    old, new, out = task.state(a), task.state(b), []
+    for key in {**old, **new}:
+        _compare((key,), old.get(key, MISSING), new.get(key, MISSING), out)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--db", default=None, help="the W file (built when missing)")
+    parser.add_argument("--keep", action="store_true", help="keep the file afterwards")
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--no-naive", action="store_true", help="skip the naive baselines (slow at 100k)")
+    args = parser.parse_args()
+    path = args.db or os.path.join(tempfile.mkdtemp(prefix="eventckpt-qbench-"), f"w-{args.steps}.db")
+    if not os.path.exists(path):
+        t0 = time.perf_counter()
+        run_tx(path, args.steps)
+        print(f"built W with {args.steps} steps in {time.perf_counter() - t0:.0f} s: {path}", flush=True)
+    with eventckpt.open(path) as store:
+        task = store.stream("w")
+        head = task.version
+        span = min(10_000, head // 2)
+        a = head // 2 - span // 2
+        rows = []
+
+        ms, result = timed(lambda: task.log(3000), args.repeat)
+        naive = None if args.no_naive else timed(lambda: [task.get(v) for v in range(head, max(0, head - 3000), -1)], 1)[0]
+        rows.append(("log", f"log(3000) of {head} versions", ms, naive, len(result)))
+
+        ms, result = timed(lambda: task.history(("scratch", "k05")), args.repeat)
+        naive = None if args.no_naive else timed(lambda: naive_history(store, "$.scratch.k05"), 1)[0]
+        rows.append(("history", f"history(scratch.k05) over {head} versions", ms, naive, len(result)))
+
+        ms, result = timed(lambda: task.diff(a, a + span), args.repeat)
+        naive = None if args.no_naive else timed(lambda: naive_diff(task, a, a + span), 1)[0]
+        rows.append(("diff", f"diff({a}, {a + span}): paths", ms, naive, len(result)))
+        ms, _ = timed(lambda: [c.new for c in task.diff(a, a + span)], args.repeat)
+        rows.append(("diff+", f"diff({a}, {a + span}) + every value", ms, naive, len(result)))
+
+    print(f"\n== query bench on W: {head} versions, median of {args.repeat} ==")
+    for kind, label, ms, naive, size in rows:
+        target = TARGETS_MS.get(kind)
+        verdict = "" if target is None else f"target {target:g} ms: {'met' if ms <= target else 'MISSED'}"
+        ratio = f"naive {naive:9.1f} ms = {naive / ms:6.1f}x" if naive else ""
+        print(f"{label:44} {ms:8.2f} ms  {size:6} rows  {ratio:30} {verdict}")
+    if not args.keep and not args.db:
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.remove(path + suffix)
+
+
+if __name__ == "__main__":
+    main()
