@@ -9,6 +9,7 @@
 """
 
 from .checkpoint import Checkpoint, ForkOrigin
+from .diffing import Change, Diff
 from .errors import (
     CheckpointError,
     ConflictError,
@@ -32,23 +33,28 @@ from .errors import (
     StreamNotFoundError,
     VersionNotFoundError,
 )
+from .query import HistoryEntry
 from .snapshot import SnapshotPolicy
 from .store import Store, open
 from .stream import CheckpointStore
 from .transaction import Transaction
+from .verify import VerifyReport
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Change",
     "Checkpoint",
     "CheckpointError",
     "CheckpointStore",
     "ConflictError",
     "CorruptStoreError",
+    "Diff",
     "DuplicateCheckpointIdError",
     "EventCkptError",
     "ForeignFileError",
     "ForkOrigin",
+    "HistoryEntry",
     "InvalidArgumentError",
     "MigrationError",
     "NewerSchemaError",
@@ -66,6 +72,7 @@ __all__ = [
     "StreamInUseError",
     "StreamNotFoundError",
     "Transaction",
+    "VerifyReport",
     "VersionNotFoundError",
     "open",
 ]

@@ -563,15 +563,15 @@ class Journal:
             hi = seg.hi if before is None else min(seg.hi, before - 1)
             wanted = -1 if limit is None else limit - len(out)
             if hi >= seg.lo and wanted:
-                out.extend(LogRow(*r) for r in self._rows(sql, [*args, seg.stream_id, seg.lo, hi, wanted]))
+                out.extend(map(LogRow._make, self._rows(sql, [*args, seg.stream_id, seg.lo, hi, wanted])))
         return out
 
     def search_rows(self, *, name: str | None, meta: Sequence[MetaFilter], limit: int | None) -> list[LogRow]:
         """Stored versions of every stream that pass the filters, newest first."""
         source, where, args, _ = _version_source(name, None, meta)
         sql = f"SELECT {_LOG_COLS} FROM {source}" + (f" WHERE {' AND '.join(where)}" if where else "")
-        return [LogRow(*r) for r in self._rows(sql + " ORDER BY v.created_at DESC, v.stream_id, v.version DESC LIMIT ?",
-                                                [*args, -1 if limit is None else limit])]
+        return list(map(LogRow._make, self._rows(sql + " ORDER BY v.created_at DESC, v.stream_id, v.version DESC LIMIT ?",
+                                                 [*args, -1 if limit is None else limit])))
 
     def history_rows(self, segments: Sequence[Segment], path: str, ancestors: Sequence[tuple[str, str, bool]],
                      since: int, until: int, limit: int | None) -> list[HistoryRow]:
@@ -732,10 +732,6 @@ class Journal:
         return {"streams": streams, "forks": forks, "versions": versions, "events": events, "event_bytes": event_bytes,
                 "snapshots": snapshots, "snapshot_bytes": snapshot_bytes, "database_bytes": page_size * pages,
                 "free_bytes": page_size * free}
-
-    def stream_heads(self) -> list[tuple[Any, ...]]:
-        """(stream, fork_of, fork_version, created_at, head, updated_at) of every stream, oldest first."""
-        return self._rows("SELECT stream, fork_of, fork_version, created_at, head, updated_at FROM stream_heads")
 
     def query(self, sql: str, args: Sequence[Any] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run the caller's own SQL (the read-only `sql` command: the connection refuses writes) and
