@@ -9,7 +9,8 @@ Measured, each as the median of --repeat runs after a warm-up, in one process on
   diff     diff(v, v + 10000) (paths; values read lazily)    vs  state(v) and state(v + 10000), compared
   diff+    the same diff with every appended value read
 Targets (DESIGN/issue 3): log <= 10 ms, history <= 50 ms, diff <= 20 ms. Ratios are to the naive way,
-measured side by side, because these machines are shared and noisy.
+measured side by side, because these machines are shared and noisy. --overhead N also times N W saves
+with and without schema 002's write-side index and triggers, interleaved, and prints the ratio.
 """
 
 from __future__ import annotations
@@ -56,6 +57,51 @@ def naive_diff(task: eventckpt.CheckpointStore, a: int, b: int) -> list[Any]:
     return out
 
 
+WRITE_SIDE = ("DROP INDEX events_reshaping", "DROP INDEX versions_by_name", "DROP TRIGGER metadata_index_insert",
+              "DROP TRIGGER metadata_index_delete")
+
+
+def write_overhead(steps: int, workdir: str) -> None:
+    """W saves on stores with and without schema 002's write-side index and triggers, plain and with
+    LangGraph-like metadata (three indexed values), interleaved in chunks so all see the same machine."""
+    from workload import initial_scratch, steps as w_steps
+
+    stores = {}
+    for label in ("with", "without"):
+        for meta in (False, True):
+            path = os.path.join(workdir, f"overhead-{label}-{meta}.db")
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(path + suffix):
+                    os.remove(path + suffix)
+            store = eventckpt.open(path)
+            if label == "without":
+                for sql in WRITE_SIDE:
+                    store._journal.conn.execute(sql)
+            store.stream("w").save({"messages": [], "step": 0, "scratch": initial_scratch()})
+            stores[(label, meta)] = store
+    times: dict[tuple[str, bool], list[float]] = {key: [] for key in stores}
+    work = list(w_steps(steps))
+    for start in range(0, steps, 250):
+        for (label, meta), store in stores.items():
+            stream = store.stream("w")
+            for s in work[start : start + 250]:
+                t0 = time.perf_counter()
+                with stream.transaction(metadata={"source": "loop", "step": s.step, "node": "agent"} if meta else None) as tx:
+                    tx.append("messages", s.message)
+                    tx.set("step", s.step)
+                    for k, v in s.scratch.items():
+                        tx.set(("scratch", k), v)
+                    tx.usage(input_tokens=120, output_tokens=40)
+                times[(label, meta)].append(time.perf_counter() - t0)
+    for store in stores.values():
+        store.close()
+    print(f"\n== write cost of schema 002's index and triggers ({steps} W steps, interleaved) ==")
+    for meta in (False, True):
+        w, wo = (statistics.median(times[(label, meta)]) * 1e6 for label in ("with", "without"))
+        print(f"{'with metadata (3 indexed values)' if meta else 'no metadata':34} median save {w:7.1f} us with, "
+              f"{wo:7.1f} us without: ratio {w / wo:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=100_000)
@@ -63,7 +109,11 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the file afterwards")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--no-naive", action="store_true", help="skip the naive baselines (slow at 100k)")
+    parser.add_argument("--overhead", type=int, default=0, metavar="STEPS",
+                        help="also measure what schema 002 costs saves, over this many W steps")
     args = parser.parse_args()
+    if args.overhead:
+        write_overhead(args.overhead, tempfile.mkdtemp(prefix="eventckpt-qbench-"))
     path = args.db or os.path.join(tempfile.mkdtemp(prefix="eventckpt-qbench-"), f"w-{args.steps}.db")
     if not os.path.exists(path):
         t0 = time.perf_counter()

@@ -761,7 +761,7 @@ class _CheckpointIdTaken(Exception):
 # -- query fragments (schema/002_queries.sql) --------------------------------------------------------
 
 # The partial index events_reshaping is used only by queries that repeat its WHERE clause verbatim.
-RESHAPING = "(e.op IN ('delete', 'truncate', 'extend') OR (e.op = 'set' AND substr(e.value, 1, 1) = '['))"
+RESHAPING = "(e.op = 'delete' OR e.op = 'truncate' OR e.op = 'extend' OR (e.op = 'set' AND substr(e.value, 1, 1) = '['))"
 _DIRECT_GROUP_LIMIT = 2000  # events in a range below which grouping them beats seeking every path
 
 _LOG_COLS = ("v.stream_id, v.version, v.created_at, v.name, v.auto, v.metadata, v.usage,"
@@ -790,7 +790,7 @@ SELECT path, (SELECT (version << 32) | seq FROM events INDEXED BY events_by_path
 FROM p WHERE path IS NOT NULL"""
 
 _EXPECTED_TAGS = ("SELECT e.key, e.value, v.stream_id, v.version FROM versions AS v, json_each(v.metadata) AS e"
-                  " WHERE v.metadata IS NOT NULL AND e.type IN ('text', 'integer')")
+                  " WHERE v.metadata IS NOT NULL AND (e.type = 'text' OR e.type = 'integer')")
 _INDEX_CHECKS = (
     ("lacks", f"{_EXPECTED_TAGS} EXCEPT SELECT key, value, stream_id, version FROM metadata_index"),
     ("has a stray row", f"SELECT key, value, stream_id, version FROM metadata_index EXCEPT {_EXPECTED_TAGS}"),
