@@ -4,17 +4,17 @@ without decoding any state (see journal.log_rows / history_rows / search_rows)."
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping
 import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
 from .checkpoint import Checkpoint, parse_time
 from .codec import Codec
+from .diffing import MISSING, equal, value_at
 from .errors import InvalidArgumentError
 from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamRow, segments_for
-from .diffing import MISSING, equal, value_at
 from .ops import DELETE, SET, TRUNCATE
 from .paths import Path, addressable, from_text, normalize, to_text
 
@@ -33,8 +33,9 @@ class HistoryEntry(NamedTuple):
     `path` is where the event was recorded: the path asked for, a path below it (an item appended to
     it, a key set inside it), or an ancestor that replaced or removed it. For an ancestor, `op` is "set"
     with the path's new value taken from inside the ancestor's, or "delete" when the ancestor's event
-    left no value there. `task_id` names the stream that stores the event (an ancestor stream for the
-    versions a fork shares).
+    left no value there; an ancestor's event that left the path as it was (equal, or still absent) is not
+    reported. `task_id` names the stream that stores the event (an ancestor stream for the versions a
+    fork shares).
     """
 
     task_id: str

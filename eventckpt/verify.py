@@ -144,13 +144,26 @@ class _Checker:
                 self.forks.setdefault((owner, row.fork_version), []).append(row)
         for row in starts:
             try:
-                self.stream(row, _Lineage())
+                self.tree(row)
             except StorageError as exc:  # a damaged page in this tree: report it, check the others
                 self.problem("file", row, None, str(exc))
         if self.progress:
             self.progress(self.done, self.total)
 
-    def stream(self, row: StreamRow, lineage: _Lineage) -> None:
+    def tree(self, root: StreamRow) -> None:
+        """Replay a stream tree depth first: a fork is replayed when its parent's replay reaches its fork
+        point, from a copy of the state there (a stack of generators, not recursion: forks of forks nest
+        without limit, and only one copy per level is alive)."""
+        stack = [self.stream(root, _Lineage())]
+        while stack:
+            fork = next(stack[-1], None)
+            if fork is None:
+                stack.pop()
+            else:
+                stack.append(self.stream(*fork))
+
+    def stream(self, row: StreamRow, lineage: _Lineage) -> Iterator[tuple[StreamRow, _Lineage]]:
+        """Check one stream's own versions, yielding (fork, copy of the state) at each fork point."""
         journal = self.journal
         first = (row.fork_version or 0) + 1
         low, high = self.extents[row.id]
@@ -170,7 +183,7 @@ class _Checker:
                 if version in snaps:
                     self.check_snapshot(row, version, lineage)
                 for fork in self.forks.get((row.id, version), ()):
-                    self.stream(fork, lineage.copy())
+                    yield fork, lineage.copy()
                 self.done += 1
                 if self.progress and self.done % 512 == 0:
                     self.progress(self.done, self.total)

@@ -3,6 +3,8 @@ every altered, missing or reordered event, version row and snapshot."""
 
 from __future__ import annotations
 
+import inspect
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -171,3 +173,23 @@ def test_damaged_pages_are_reported(built: Path) -> None:
             f.write(b"\xff" * 300)
     result = report(built)
     assert not result.ok and any(p.kind == "file" for p in result.problems)
+
+
+def test_deeply_nested_forks(db_path: Path) -> None:
+    """Forks of forks nested deeper than the stack allows verify (no recursion per fork), and damage deep
+    in the chain shows at its stream."""
+    with eventckpt.open(db_path) as store:
+        stream = store.stream("s0")
+        stream.save({"n": 100})
+        for i in range(1, 301):
+            stream = stream.fork(task_id=f"s{i}")
+            stream.save({"n": 100 + i})
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(len(inspect.stack()) + 150)  # far fewer frames than forks
+        try:
+            assert store.verify().ok
+        finally:
+            sys.setrecursionlimit(limit)
+        owner = store._journal.stream("s299").id
+    tamper(db_path, f"UPDATE events SET value = '999' WHERE stream_id = {owner}")  # same size as 399
+    assert {(p.kind, p.task_id) for p in report(db_path).problems} == {("checksum", "s299")}
