@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .checkpoint import Checkpoint
+from .codec import quiet_gc
 from .errors import InvalidArgumentError, StreamNotFoundError, VersionNotFoundError
 from .journal import EventRow, Journal, Segment, segments_for
 from .materialize import _appended, _rebuild_key, replay
@@ -135,7 +136,8 @@ def diff(stream: CheckpointStore, a: Any, b: Any = None, *, live: Any = None) ->
                 _compare((key,), old.get(key, MISSING), new.get(key, MISSING), changes)
             return Diff(side_a.ref, None, tuple(changes))
         side_b = _Side.resolve(store, stream.task_id, b, "b")
-        changes = _Differ(store, journal, side_a, side_b).changes()
+        with quiet_gc():  # a long range makes thousands of Change objects, none of them cyclic
+            changes = _Differ(store, journal, side_a, side_b).changes()
         return Diff(side_a.ref, side_b.ref, tuple(changes))
 
 
@@ -204,15 +206,17 @@ class _Differ:
         touched_a, touched_b = self._touched(self.a), self._touched(self.b)
         for side, touched in ((self.a, touched_a), (self.b, touched_b)):
             self._promote_shifted_lists(side, touched)
-        paths = {text: from_text(text) for text in touched_a.keys() | touched_b.keys()}
+        paths = {text: _lift(from_text(text)) for text in touched_a.keys() | touched_b.keys()}
         present = set(paths.values())
-        roots = sorted(((p, t) for t, p in paths.items() if not any(p[:i] in present for i in range(1, len(p)))),
-                       key=lambda r: _path_key(r[0]))
-        root_set = {p for p, _ in roots}
-        below = {side: {p[:i] for p in (paths[t] for t in touched) for i in range(1, len(p)) if p[:i] in root_set}
+        roots = sorted((p for p in present if not any(p[:i] in present for i in range(1, len(p)))), key=_path_key)
+        root_set = set(roots)
+        # per side, the roots with a touched path strictly below them (or lifted into them)
+        below = {side: {p[:i] for t in touched for p in [paths[t]] for i in range(1, len(p) + 1)
+                        if p[:i] in root_set and (i < len(p) or p != from_text(t))}
                  for side, touched in (("a", touched_a), ("b", touched_b))}
         out: list[Change] = []
-        for path, text in roots:
+        for path in roots:
+            text = to_text(path)
             grown_a = self._grown(self.a, path, text, touched_a, path in below["a"])
             grown_b = self._grown(self.b, path, text, touched_b, path in below["b"])
             if grown_a is not None and grown_b is not None:
@@ -368,8 +372,10 @@ def list_length(journal: Journal, codec: Codec, segments: Sequence[Segment], pat
             or (depth == len(path) and op not in (SET, APPEND, EXTEND))):
         if op in (SET, DELETE) or depth < len(path):
             length = _length_in(journal, segments, last, to_text(path[depth:]))
-            if length is not _UNSURE:
-                return length
+            if length is None:
+                return None
+            if length is not _UNSURE:  # items deleted since the list was set are events below it
+                return length - _item_deletes(journal, segments, path, (last[0], last[1]), version)
         else:
             counted = _counted_length(journal, segments, path, version)
             if counted is not _UNSURE:
@@ -395,8 +401,12 @@ def _counted_length(journal: Journal, segments: Sequence[Segment], path: Path, v
         base, after = _length_in(journal, segments, start, to_text(path[depth:])), (start[0], start[1])
         if base is _UNSURE:
             return _UNSURE
-    deletes = sum(1 for p in journal.item_deletes(segments, text, after, version) if len(from_text(p)) == len(path) + 1)
-    return (base or 0) + journal.growth(segments, text, after, version) - deletes
+    return (base or 0) + journal.growth(segments, text, after, version) - _item_deletes(journal, segments, path, after, version)
+
+
+def _item_deletes(journal: Journal, segments: Sequence[Segment], path: Path, after: tuple[int, int], upto: int) -> int:
+    """How many items of the list at `path` were deleted after event `after` through version `upto`."""
+    return sum(1 for p in journal.item_deletes(segments, to_text(path), after, upto) if len(from_text(p)) == len(path) + 1)
 
 
 _UNSURE: Any = object()
@@ -501,6 +511,15 @@ def equal(a: Any, b: Any) -> bool:
     if t is list or t is tuple:
         return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
     return a == b or (t is float and a != a and b != b)
+
+
+def _lift(path: Path) -> Path:
+    """A dict with "$" keys is one value to a diff (and to save()), as it is one tagged value in the
+    journal: a path into it is compared from that dict."""
+    for i, key in enumerate(path[1:], 1):
+        if type(key) is str and key.startswith("$"):
+            return path[:i]
+    return path
 
 
 def _path_key(path: Path) -> list[tuple[bool, Any]]:

@@ -556,7 +556,10 @@ class Journal:
                  auto: bool | None, meta: Sequence[MetaFilter]) -> list[LogRow]:
         """The versions of a lineage that pass the filters, newest first (at most `limit`)."""
         source, where, args, alias = _version_source(name, auto, meta)
-        sql = (f"SELECT {_LOG_COLS} FROM {source} WHERE {' AND '.join(where + [f'{alias}.stream_id = ?', f'{alias}.version BETWEEN ? AND ?'])}"
+        ids = any(self._one("SELECT 1 FROM checkpoint_ids WHERE stream_id = ? AND version BETWEEN ? AND ? LIMIT 1",
+                            (seg.stream_id, seg.lo, seg.hi)) for seg in segments)
+        columns = _LOG_COLS if ids else _LOG_ROW + ", NULL"  # most lineages have no checkpoint ids
+        sql = (f"SELECT {columns} FROM {source} WHERE {' AND '.join(where + [f'{alias}.stream_id = ?', f'{alias}.version BETWEEN ? AND ?'])}"
                f" ORDER BY {alias}.version DESC LIMIT ?")
         out: list[LogRow] = []
         for seg in reversed(segments):
@@ -613,11 +616,9 @@ class Journal:
         lo, hi = max(seg.lo, after + 1), min(seg.hi, upto)
         if lo > hi:
             return {}
-        events = self._one("SELECT coalesce(sum(event_count), 0) FROM versions WHERE stream_id = ? AND version BETWEEN ? AND ?",
-                           (seg.stream_id, lo, hi))[0]
         rows = None
-        if events > _DIRECT_GROUP_LIMIT:
-            cap = events // 8
+        if hi - lo >= _DIRECT_GROUP_LIMIT:  # versions: a lower bound of the events in the range
+            cap = (hi - lo) // 4
             rows = self._rows(_LOOSE_TOUCHED, (seg.stream_id, lo, hi, cap + 1))
             if len(rows) > cap:
                 rows = None
@@ -762,10 +763,10 @@ class _CheckpointIdTaken(Exception):
 
 # The partial index events_reshaping is used only by queries that repeat its WHERE clause verbatim.
 RESHAPING = "(e.op = 'delete' OR e.op = 'truncate' OR e.op = 'extend' OR (e.op = 'set' AND substr(e.value, 1, 1) = '['))"
-_DIRECT_GROUP_LIMIT = 2000  # events in a range below which grouping them beats seeking every path
+_DIRECT_GROUP_LIMIT = 500  # versions in a range below which grouping its events beats seeking every path
 
-_LOG_COLS = ("v.stream_id, v.version, v.created_at, v.name, v.auto, v.metadata, v.usage,"
-             " (SELECT c.checkpoint_id FROM checkpoint_ids AS c WHERE c.stream_id = v.stream_id AND c.version = v.version)")
+_LOG_ROW = "v.stream_id, v.version, v.created_at, v.name, v.auto, v.metadata, v.usage"
+_LOG_COLS = _LOG_ROW + ", (SELECT c.checkpoint_id FROM checkpoint_ids AS c WHERE c.stream_id = v.stream_id AND c.version = v.version)"
 
 _HISTORY = ("SELECT e.stream_id, e.version, e.seq, e.op, e.path, {value}, v.created_at FROM events AS e INDEXED BY {index}"
             " JOIN versions AS v ON v.stream_id = e.stream_id AND v.version = e.version"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import orjson
 
 from .checkpoint import Checkpoint, parse_time
-from .codec import Codec
+from .codec import Codec, quiet_gc
 from .diffing import MISSING, equal, value_at
 from .errors import InvalidArgumentError
 from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamRow, segments_for
@@ -126,9 +126,10 @@ def checkpoints(stream: CheckpointStore, row: StreamRow, rows: list[LogRow]) -> 
                 return store._state_at(row, version)
         return load
 
-    return [Checkpoint._stored(stream.task_id, r.version, usage, meta, r.created_at, r.name, bool(r.auto), parent,
-                               r.checkpoint_id, loader(r.version))
-            for r, usage, meta in zip(rows, usages, metas)]
+    with quiet_gc():  # thousands of small acyclic objects: no reason to let the collector rescan the heap
+        return [Checkpoint._stored(stream.task_id, r.version, usage, meta, r.created_at, r.name, bool(r.auto), parent,
+                                   r.checkpoint_id, loader(r.version))
+                for r, usage, meta in zip(rows, usages, metas)]
 
 
 def history(stream: CheckpointStore, path: Any, *, since: int | None = None, until: int | None = None,
@@ -170,11 +171,12 @@ def history(stream: CheckpointStore, path: Any, *, since: int | None = None, unt
             texts.append(value if value is not None else "null")
     decoded = iter(store.codec.decode_many(texts))  # one parser call for the events' own values, in order
     out = []
-    for r, where, op, value in kept:
-        if len(where) >= len(parts):
-            value = next(decoded)
-        out.append(HistoryEntry(names[r.stream_id], r.version, r.seq, op, where, None if op == DELETE else value,
-                                _parse_time(r.created_at)))
+    with quiet_gc():
+        for r, where, op, value in kept:
+            if len(where) >= len(parts):
+                value = next(decoded)
+            out.append(HistoryEntry(names[r.stream_id], r.version, r.seq, op, where, None if op == DELETE else value,
+                                    _parse_time(r.created_at)))
     return out
 
 
