@@ -593,14 +593,16 @@ class Journal:
             span = (lo, hi, wanted)
             rows = self._rows(_HISTORY.format(value="e.value", index="events_by_path", where="e.path = ?"),
                               (seg.stream_id, path, *span))
+            more = []
             for start, stop in below:
-                rows += self._rows(_HISTORY.format(value="e.value", index="events_by_path", where="e.path >= ? AND e.path < ?"),
+                more += self._rows(_HISTORY.format(value="e.value", index="events_by_path", where="e.path >= ? AND e.path < ?"),
                                    (seg.stream_id, start, stop, *span))
             for text, rel, is_list in ancestors:
                 index, ops = ("events_reshaping", f"{RESHAPING} AND e.op <> 'extend'") if is_list else ("events_by_path", "e.op IN ('set', 'delete')")
-                rows += self._rows(_HISTORY.format(value="CASE e.op WHEN 'set' THEN e.value -> ? ELSE e.value END", index=index,
+                more += self._rows(_HISTORY.format(value="CASE e.op WHEN 'set' THEN e.value -> ? ELSE e.value END", index=index,
                                                    where=f"e.path = ? AND {ops}"), (rel, seg.stream_id, text, *span))
-            if below or ancestors:
+            if more:
+                rows += more
                 rows.sort(key=lambda r: (r[1], r[2]), reverse=True)
             out.extend(map(HistoryRow._make, rows if limit is None else rows[:wanted]))
         return out

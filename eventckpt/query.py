@@ -153,31 +153,34 @@ def history(stream: CheckpointStore, path: Any, *, since: int | None = None, unt
         segments = segments_for(chain, until)
         rows = journal.history_rows(segments, text, ancestors, since or 0, until, limit)
         names = {r.id: r.name for r in chain}
-        kept, texts = [], []
-        for r in rows:
+        depth = len(parts)
+        replaced = {}  # row index -> (op, value) for events at ancestors, read while the journal is at hand
+        for i, r in enumerate(rows):
             where = from_text(r.path)
-            op, value = r.op, r.value
-            if len(where) < len(parts):  # an ancestor: what did it do to this path?
-                if op == TRUNCATE and parts[len(where)] < int(value):
-                    continue  # the list kept this item
-                now = ancestor_value(journal, store.codec, segments, parts, where, r)
-                before = value_at(journal, store.codec, segments, parts, r.version - 1)
-                if before is MISSING and now is MISSING or equal(before, now):
-                    continue  # replaced by an equal value, or removed where it did not exist
-                op, value = (DELETE, None) if now is MISSING else (SET, now)
-                kept.append((r, where, op, value))
-                continue
-            kept.append((r, where, op, None))
-            texts.append(value if value is not None else "null")
-    decoded = iter(store.codec.decode_many(texts))  # one parser call for the events' own values, in order
-    out = []
+            if len(where) < depth:
+                replaced[i] = _ancestor_change(journal, store.codec, segments, parts, where, r)
+    values = store.codec.decode_many([r.value if r.value is not None and i not in replaced else "null" for i, r in enumerate(rows)])
     with quiet_gc():
-        for r, where, op, value in kept:
-            if len(where) >= len(parts):
-                value = next(decoded)
-            out.append(HistoryEntry(names[r.stream_id], r.version, r.seq, op, where, None if op == DELETE else value,
-                                    _parse_time(r.created_at)))
+        out = [HistoryEntry(names[r.stream_id], r.version, r.seq, r.op, from_text(r.path), None if r.op == DELETE else value,
+                            _parse_time(r.created_at))
+               for r, value in zip(rows, values)]
+    if replaced:  # rare: rewrite the ancestors' entries, dropping those that left the path as it was
+        out = [e if i not in replaced else e._replace(op=replaced[i][0], value=replaced[i][1])
+               for i, e in enumerate(out) if replaced.get(i, True) is not None]
     return out
+
+
+def _ancestor_change(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, where: Path,
+                     row: HistoryRow) -> tuple[str, Any] | None:
+    """What an ancestor's event did to the path: ("set", new value), ("delete", None), or None when it
+    left it as it was (an equal value, still absent, or an item a truncation kept)."""
+    if row.op == TRUNCATE and parts[len(where)] < int(row.value):
+        return None
+    now = ancestor_value(journal, codec, segments, parts, where, row)
+    before = value_at(journal, codec, segments, parts, row.version - 1)
+    if before is MISSING and now is MISSING or equal(before, now):
+        return None
+    return (DELETE, None) if now is MISSING else (SET, now)
 
 
 def ancestor_value(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, where: Path, row: HistoryRow) -> Any:
