@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -480,8 +480,6 @@ def demo(path: str, steps: int) -> None:
     click.echo(f"\nfile: {path}, {size:,} bytes. Try: eventckpt history {path} demo scratch.best_fare\n"
                f"  or: sqlite3 {path} \"SELECT version, name, input_tokens FROM checkpoints WHERE stream = 'demo'\"")
 
-
-COMMANDS: dict[str, Callable[..., Any]] = dict(main.commands)  # for the README test
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
