@@ -248,7 +248,8 @@ class _Differ:
             return None if below else 0
         if below or self._event(side, last)[0] not in (APPEND, EXTEND):
             return None
-        if self.journal.reset_between(side.segments, text, self.common, side.version):
+        reset = self.journal.newest_event(side.segments, text, side.version, reset=True)
+        if reset is not None and reset[0] > self.common:
             return None
         return self.journal.growth(side.segments, text, (self.common + 1, -1), side.version)
 

@@ -646,10 +646,6 @@ class Journal:
                     return row
         return None
 
-    def reset_between(self, segments: Sequence[Segment], path: str, after: int, upto: int) -> bool:
-        """Whether a list at `path` was set, deleted or truncated in versions (after, upto]."""
-        return any(self._one(_NEWEST_RESET, (seg.stream_id, path, lo, hi)) is not None for seg, lo, hi in _clip(segments, after, upto))
-
     def growth(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int) -> int:
         """How many items appends and extends at exactly `path` added after event `after` through `upto`.
 
