@@ -9,6 +9,7 @@
 """
 
 from .checkpoint import Checkpoint, ForkOrigin
+from .diffing import Change, Diff
 from .errors import (
     CheckpointError,
     ConflictError,
@@ -32,10 +33,12 @@ from .errors import (
     StreamNotFoundError,
     VersionNotFoundError,
 )
+from .query import HistoryEntry
 from .snapshot import SnapshotPolicy
 from .store import Store, open
 from .stream import CheckpointStore
 from .transaction import Transaction
+from .verify import VerifyReport
 
 # Agent integrations: objects, decorators, conventions, tools, retention, context, async
 from .mixin import Checkpointable, Migrations, default_migrations, register_migration  # noqa: E402
@@ -50,15 +53,18 @@ from . import aio  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
+    "Change",
     "Checkpoint",
     "CheckpointError",
     "CheckpointStore",
     "ConflictError",
     "CorruptStoreError",
+    "Diff",
     "DuplicateCheckpointIdError",
     "EventCkptError",
     "ForeignFileError",
     "ForkOrigin",
+    "HistoryEntry",
     "InvalidArgumentError",
     "MigrationError",
     "NewerSchemaError",
@@ -76,6 +82,7 @@ __all__ = [
     "StreamInUseError",
     "StreamNotFoundError",
     "Transaction",
+    "VerifyReport",
     "VersionNotFoundError",
     "open",
 ]

@@ -1,18 +1,43 @@
-"""The `eventckpt` command line (also `python -m eventckpt`)."""
+"""The `eventckpt` command line (also `python -m eventckpt`).
+
+Every command takes the store file as its first argument, prints human-readable output by default and
+JSON with --json, and reports an error as one line with a non-zero exit status, never a traceback.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 import orjson
 
 import eventckpt
-from eventckpt import ops
 
+from .cli_output import (
+    change_line,
+    checkpoint_json,
+    diff_json,
+    emit_json,
+    history_json,
+    history_line,
+    log_line,
+    parse_meta,
+    parse_path,
+    parse_ref,
+    table,
+    value_json,
+)
+from .checkpoint import format_time
 from .errors import EventCkptError
+
+
+class _UsageError(click.ClickException):
+    exit_code = 2
 
 
 class _Group(click.Group):
@@ -23,28 +48,392 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except EventCkptError as exc:
             raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx else "eventckpt"
+            raise _UsageError(f"{exc.format_message()} (see: {where} --help)") from None
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except BrokenPipeError:
+            sys.stderr.close()  # the reader went away (eventckpt export ... | head): not an error
+            raise click.exceptions.Exit(0) from None
+        except OSError as exc:
+            raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - a bug: still one line, with the traceback on request
+            if os.environ.get("EVENTCKPT_DEBUG"):
+                traceback.print_exc()
+            raise click.ClickException(
+                f"internal error {type(exc).__name__}: {exc} (set EVENTCKPT_DEBUG=1 for the traceback)"
+            ) from None
 
 
-@click.group(cls=_Group)
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(eventckpt.__version__, prog_name="eventckpt")
 def main() -> None:
-    """eventckpt: an event-sourced checkpoint store in one SQLite file."""
+    """eventckpt: an event-sourced checkpoint store in one SQLite file.
+
+    Every command takes the store file first; --json prints JSON for scripts.
+    """
 
 
-def _short(value: Any, width: int = 60) -> str:
-    text = orjson.dumps(value, default=repr).decode()
-    return text if len(text) <= width else text[: width - 3] + "..."
+STORE = click.argument("path", metavar="STORE", type=click.Path(dir_okay=False, exists=True))
+JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+@contextmanager
+def _open(path: str, **options: Any) -> Iterator[eventckpt.Store]:
+    with eventckpt.open(path, **options) as store:
+        yield store
+
+
+class _Progress:
+    """A click progress bar on stderr, created when the total is first known; nothing when stderr is not
+    a terminal (scripts get their output, and errors stay one line)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.bar: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if not sys.stderr.isatty():
+                return
+            self.bar = click.progressbar(length=max(total, 1), label=self.label, file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.update(done - self.bar.pos)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+# -- reading ------------------------------------------------------------------------------------------
 
 
 @main.command()
-@click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--steps", default=8, show_default=True, help="How many agent steps to simulate.")
+@STORE
+@JSON
+def streams(path: str, as_json: bool) -> None:
+    """List the streams: head version, where each fork came from, last commit.
+
+    Example: eventckpt streams agent.db
+    """
+    with _open(path) as store:
+        rows = []
+        for name in store.streams():
+            task = store.stream(name)
+            origin, latest = task.parent, task.latest
+            rows.append({"stream": name, "head": task.version, "fork_of": origin.task_id if origin else None,
+                         "fork_version": origin.version if origin else None,
+                         "updated_at": format_time(latest.created_at) if latest else None})
+    if as_json:
+        emit_json(rows)
+        return
+    table(["stream", "head", "fork of", "last commit"],
+          [[r["stream"], r["head"], f"{r['fork_of']}@{r['fork_version']}" if r["fork_of"] else "", r["updated_at"] or ""]
+           for r in rows])
+
+
+@main.command()
+@STORE
+@click.argument("stream")
+@click.option("-n", "--limit", type=click.IntRange(min=0), default=None, help="At most this many checkpoints.")
+@click.option("--before", type=click.IntRange(min=1), default=None, help="Only versions before this one.")
+@click.option("--name", default=None, help="Only checkpoints with this name.")
+@click.option("--auto/--manual", "auto", default=None, help="Only automatic (or only manual) checkpoints.")
+@click.option("-m", "--meta", multiple=True, metavar="KEY=VALUE",
+              help="Only checkpoints whose metadata KEY is VALUE (JSON if it parses: step=3 is a number, node=agent a string).")
+@JSON
+def log(path: str, stream: str, limit: int | None, before: int | None, name: str | None, auto: bool | None,
+        meta: tuple[str, ...], as_json: bool) -> None:
+    """Show a stream's checkpoints, newest first, without reading any state.
+
+    Example: eventckpt log agent.db task-1 -n 20 --meta node=tools
+    """
+    with _open(path) as store:
+        task = store.stream(stream)
+        if not task.exists():
+            raise eventckpt.StreamNotFoundError(stream)
+        checkpoints = task.log(limit, before=before, name=name, auto=auto, metadata=parse_meta(meta))
+        if as_json:
+            emit_json([checkpoint_json(store, cp) for cp in checkpoints])
+        else:
+            for cp in checkpoints:
+                click.echo(log_line(cp))
+
+
+@main.command()
+@STORE
+@click.option("--name", default=None, help="Checkpoints with this name.")
+@click.option("-m", "--meta", multiple=True, metavar="KEY=VALUE", help="Checkpoints whose metadata KEY is VALUE.")
+@click.option("-n", "--limit", type=click.IntRange(min=0), default=None, help="At most this many checkpoints.")
+@JSON
+def search(path: str, name: str | None, meta: tuple[str, ...], limit: int | None, as_json: bool) -> None:
+    """Find checkpoints across all streams by name and/or metadata, newest first.
+
+    Example: eventckpt search agent.db --name "before tool call"
+    """
+    with _open(path) as store:
+        found = store.search(name, parse_meta(meta), limit=limit)
+        if as_json:
+            emit_json([checkpoint_json(store, cp) for cp in found])
+        else:
+            for cp in found:
+                click.echo(log_line(cp, stream=True))
+
+
+@main.command()
+@STORE
+@click.argument("ref", metavar="STREAM[@VERSION]")
+@JSON
+def show(path: str, ref: str, as_json: bool) -> None:
+    """Print the state of a stream at a version (the head by default) as JSON.
+
+    Example: eventckpt show agent.db task-1@3
+    """
+    stream, version = parse_ref(ref)
+    with _open(path) as store:
+        task = store.stream(stream)
+        if not task.exists():
+            raise eventckpt.StreamNotFoundError(stream)
+        cp = task.get(version if version is not None else task.version)
+        if as_json:
+            emit_json({**checkpoint_json(store, cp), "values": value_json(store, cp.values)})
+        else:
+            click.echo(cp.summary())
+            click.echo(orjson.dumps(orjson.loads(store.codec.encode(cp.values)), option=orjson.OPT_INDENT_2).decode())
+
+
+@main.command()
+@STORE
+@click.argument("old", metavar="STREAM@A")
+@click.argument("new", metavar="[STREAM@B]", required=False)
+@click.option("--width", type=click.IntRange(min=20), default=100, show_default=True, help="Truncate values to this width.")
+@JSON
+def diff(path: str, old: str, new: str | None, width: int, as_json: bool) -> None:
+    """Show what changed from one version to another: added (+), removed (-) and changed (~) paths.
+
+    The second version defaults to the head of the first stream; it may be a bare version of the same
+    stream (eventckpt diff agent.db task-1@3 7) or a version of a fork.
+
+    Example: eventckpt diff agent.db task-1@3 task-1~1@5
+    """
+    stream, a = parse_ref(old)
+    b: Any = int(new) if new is not None and new.isdigit() else parse_ref(new) if new is not None else None
+    with _open(path) as store:
+        task = store.stream(stream)
+        result = task.diff(a if a is not None else task.version, b)
+        if as_json:
+            emit_json(diff_json(store, result))
+            return
+        counts = {kind: sum(1 for c in result if c.kind == kind) for kind in ("added", "removed", "changed")}
+        target = f"{result.new.task_id}@{result.new.version}" if result.new else "live"
+        click.echo(f"{result.old.task_id}@{result.old.version} -> {target}: "
+                   + ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+        for change in result:
+            click.echo(change_line(change, width))
+
+
+@main.command()
+@STORE
+@click.argument("stream")
+@click.argument("key_path", metavar="PATH")
+@click.option("--since", type=click.IntRange(min=0), default=None, help="From this version on.")
+@click.option("--until", type=click.IntRange(min=0), default=None, help="Up to this version.")
+@click.option("-n", "--limit", type=click.IntRange(min=0), default=None, help="At most this many changes.")
+@JSON
+def history(path: str, stream: str, key_path: str, since: int | None, until: int | None, limit: int | None,
+            as_json: bool) -> None:
+    """Show every change of one path in a stream, newest first.
+
+    PATH is a key, a dotted path or a SQLite JSON path: step, scratch.k05, messages[3].content, $."a.b".
+
+    Example: eventckpt history agent.db task-1 scratch.best_fare
+    """
+    parts = parse_path(key_path)
+    with _open(path) as store:
+        task = store.stream(stream)
+        if not task.exists():
+            raise eventckpt.StreamNotFoundError(stream)
+        entries = task.history(parts, since=since, until=until, limit=limit)
+        if as_json:
+            emit_json([history_json(store, e) for e in entries])
+        else:
+            for entry in entries:
+                click.echo(history_line(entry, parts))
+
+
+# -- writing ------------------------------------------------------------------------------------------
+
+
+@main.command()
+@STORE
+@click.argument("ref", metavar="STREAM[@VERSION]")
+@click.option("--name", "new_name", default=None, help="The fork's name (default: STREAM~N).")
+@JSON
+def fork(path: str, ref: str, new_name: str | None, as_json: bool) -> None:
+    """Start a new stream that shares a stream's history up to a version (the head by default).
+
+    Nothing is copied. Example: eventckpt fork agent.db task-1@3 --name task-1-retry
+    """
+    stream, version = parse_ref(ref)
+    with _open(path) as store:
+        branch = store.stream(stream).fork(at=version, task_id=new_name)
+        origin = branch.parent
+        if as_json:
+            emit_json({"stream": branch.task_id, "fork_of": origin.task_id, "fork_version": origin.version})
+        else:
+            click.echo(f"forked {origin.task_id}@{origin.version} into {branch.task_id}")
+
+
+@main.command()
+@STORE
+@click.argument("stream")
+@click.argument("version", type=click.IntRange(min=1))
+@JSON
+def rollback(path: str, stream: str, version: int, as_json: bool) -> None:
+    """Append a new version whose state equals an earlier one; nothing is deleted.
+
+    Example: eventckpt rollback agent.db task-1 3
+    """
+    with _open(path) as store:
+        cp = store.stream(stream).rollback(version)
+        if as_json:
+            emit_json({"stream": stream, "version": cp.version, "rollback_to": version})
+        else:
+            click.echo(f"{stream}: version {cp.version} restores version {version}")
+
+
+# -- the file ---------------------------------------------------------------------------------------
+
+
+@main.command()
+@STORE
+@JSON
+def verify(path: str, as_json: bool) -> None:
+    """Check the whole file: the checksum chain of every version, every snapshot against a replay of the
+    events, and SQLite's integrity check. Exits 1 when anything is wrong.
+
+    Example: eventckpt verify agent.db
+    """
+    progress = _Progress("verifying")
+    try:
+        with _open(path) as store:
+            report = store.verify(progress)
+    finally:
+        progress.close()
+    if as_json:
+        emit_json({"ok": report.ok, "streams": report.streams, "versions": report.versions, "events": report.events,
+                   "snapshots": report.snapshots,
+                   "problems": [{"kind": p.kind, "stream": p.task_id, "version": p.version, "detail": p.detail}
+                                for p in report.problems]})
+    else:
+        for problem in report.problems:
+            click.echo(str(problem))
+        click.echo(f"{'ok' if report.ok else f'{len(report.problems)} problems'}: {report.streams} streams, "
+                   f"{report.versions} versions, {report.events} events, {report.snapshots} snapshots checked")
+    if not report.ok:
+        sys.exit(1)
+
+
+@main.command()
+@STORE
+@JSON
+def stats(path: str, as_json: bool) -> None:
+    """Count streams, versions, events and snapshots, their bytes, and the file's size.
+
+    Example: eventckpt stats agent.db
+    """
+    with _open(path) as store:
+        figures = store.stats()
+    if as_json:
+        emit_json(figures)
+        return
+    table(["", ""], [[key.replace("_", " "), f"{value:,}"] for key, value in figures.items()])
+
+
+@main.command()
+@STORE
+@click.argument("stream")
+@click.option("--forks", is_flag=True, help="Also export every fork below the stream.")
+@click.option("-o", "--output", type=click.File("wb"), default="-", help="Write to this file (default: stdout).")
+def export(path: str, stream: str, forks: bool, output: Any) -> None:
+    """Write a stream's whole history as JSON Lines (with --forks, its forks too).
+
+    Example: eventckpt export agent.db task-1 --forks -o task-1.jsonl
+    """
+    with _open(path) as store:
+        for chunk in store.export(stream, forks=forks):
+            output.write(chunk)
+
+
+@main.command(name="import")
+@click.argument("path", metavar="STORE", type=click.Path(dir_okay=False))
+@click.argument("source", metavar="FILE", type=click.File("rb"))
+@JSON
+def import_(path: str, source: Any, as_json: bool) -> None:
+    """Import streams from a JSON Lines export (FILE, or - for stdin) into STORE (created if missing).
+
+    Nothing is kept if any line fails. Example: eventckpt import copy.db task-1.jsonl
+    """
+    size = _size(source)
+    progress = _Progress("importing")
+    done = 0
+
+    def step(n: int) -> None:
+        nonlocal done
+        done += n
+        progress(done, size)
+
+    try:
+        with _open(path) as store:
+            names = store.import_lines(source, progress=step if size else None)
+    finally:
+        progress.close()
+    if as_json:
+        emit_json({"streams": names})
+    else:
+        click.echo(f"imported {len(names)} streams: {', '.join(names)}")
+
+
+def _size(source: Any) -> int:
+    try:
+        return os.fstat(source.fileno()).st_size if os.path.isfile(source.name) else 0
+    except (OSError, AttributeError, ValueError):
+        return 0
+
+
+@main.command()
+@STORE
+@click.argument("query")
+@JSON
+def sql(path: str, query: str, as_json: bool) -> None:
+    """Run a read-only SQL query on the store (the views: checkpoints, changes, path_history, lineage,
+    stream_heads). The file is opened read-only: nothing can be written.
+
+    Example: eventckpt sql agent.db "SELECT version, name FROM checkpoints WHERE stream = 'task-1'"
+    """
+    with _open(path, readonly=True) as store, store._guard() as journal:
+        columns, rows = journal.query(query)
+    rows = [[r.hex() if isinstance(r, bytes) else r for r in row] for row in rows]
+    if as_json:
+        emit_json([dict(zip(columns, row)) for row in rows])
+    elif columns:
+        table(columns, rows, header=True)
+
+
+# -- demo ---------------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("path", metavar="STORE", type=click.Path(dir_okay=False))
+@click.option("--steps", default=8, show_default=True, type=click.IntRange(min=3), help="How many agent steps to simulate.")
 def demo(path: str, steps: int) -> None:
-    """Run a short simulated agent on a single-file store and show its log, a time-travel restore and a diff.
+    """Run a short simulated agent on a single-file store and show its log, a time-travel restore, a diff
+    and a fork.
 
     Example: eventckpt demo agent.db
     """
-    with eventckpt.open(path) as store:
+    with _open(path) as store:
         store.delete_stream("demo", forks=True)
         task = store.stream("demo")
         task.save({"messages": [{"role": "user", "content": "Find the cheapest flight to Lisbon."}],
@@ -65,28 +454,31 @@ def demo(path: str, steps: int) -> None:
 
         click.echo(f"store {path}: stream 'demo', {task.version} versions\n")
         click.echo("log (newest first):")
-        for version in reversed(task.list_versions()):
-            cp = task.get(version)
-            kind = "auto" if cp.auto else "manual"
-            click.echo(f"  v{version:<3} {cp.created_at:%H:%M:%S.%f} {kind:6} {cp.name or '':16} "
-                       f"node={cp.metadata.get('node', ''):8} tokens={cp.token_usage.get('input_tokens', 0)}")
+        for cp in task.log():
+            click.echo("  " + log_line(cp))
+        tools = task.log(metadata={"node": "tools"})
+        click.echo(f"\ntool calls (log --meta node=tools): versions {', '.join(str(cp.version) for cp in tools)}")
 
         back = 3
         then = task.state(back)
         click.echo(f"\ntime travel to v{back}: step={then['step']}, {len(then['messages'])} messages, "
-                   f"scratch={_short(then['scratch'])}")
+                   f"scratch={orjson.dumps(then['scratch']).decode()}")
 
+        changes = task.diff(back)
         click.echo(f"\ndiff v{back} -> v{task.version}:")
-        for event in ops.diff(then, task.state()):
-            where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in event.path)
-            click.echo(f"  {event.op:8} {where:24} {_short(event.value) if event.op != 'delete' else ''}")
+        for change in changes:
+            click.echo("  " + change_line(change, 90))
 
         branch = task.fork(at=back, task_id="demo-retry")
         branch.save({**then, "plan": ["search trains"]}, metadata={"node": "replan"})
         click.echo(f"\nforked 'demo' at v{back} into '{branch.task_id}' (v{branch.version}); "
                    f"'demo' keeps all {task.version} versions")
+        click.echo(f"diff demo@{task.version} -> demo-retry@{branch.version}:")
+        for change in task.diff(task.version, (branch.task_id, branch.version)):
+            click.echo("  " + change_line(change, 90))
     size = os.path.getsize(path)
-    click.echo(f"\nfile: {path}, {size:,} bytes. Try: sqlite3 {path} \"SELECT version, op, path FROM events LIMIT 5\"")
+    click.echo(f"\nfile: {path}, {size:,} bytes. Try: eventckpt history {path} demo scratch.best_fare\n"
+               f"  or: sqlite3 {path} \"SELECT version, name, input_tokens FROM checkpoints WHERE stream = 'demo'\"")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -21,6 +21,10 @@ from .materialize import materialize, replay
 from .paths import encodable
 from .snapshot import SnapshotPolicy, Tracker
 from .stream import CheckpointStore, check_task_id
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
+    from .verify import VerifyReport
 
 
 CATCH_UP = 256  # a cached head at most this many versions behind is replayed forward, not restored
@@ -293,3 +297,46 @@ class Store:
             parts.append(orjson.dumps(key) + b":" + raw)
         manifest = head.tracker.written(version, sizes)
         self._journal.insert_snapshot(stream_id, version, (b"{" + b",".join(parts) + b"}").decode(), manifest)
+
+    # -- search, verify, stats, export/import (eventckpt/query.py, verify.py, transfer.py) ---------
+
+    def search(self, name: str | None = None, metadata: Mapping[str, Any] | None = None, *,
+               limit: int | None = None) -> list[Checkpoint]:
+        """Checkpoints of every stream with checkpoint `name` and/or the given `metadata` values, newest
+        first. Each is reported once, under the stream that stores it. Indexed for a name and for str/int
+        metadata values; other metadata values alone read every version row."""
+        from .query import search
+
+        return search(self, name, metadata, limit)
+
+    def verify(self, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+        """Check the whole file: every version's checksum chain, every snapshot against a replay of the
+        events, PRAGMA integrity_check and foreign keys. Reads everything once (O(file));
+        `progress(done, total)` is called as versions are checked. Returns a report; `report.ok` is False
+        on any problem."""
+        from .verify import verify
+
+        return verify(self, progress)
+
+    def stats(self) -> dict[str, int]:
+        """Streams, forks, versions, events, event and snapshot bytes, and the file's bytes (reads every
+        row: O(file))."""
+        with self._guard() as journal, journal.read():
+            out = journal.totals()
+        out["file_bytes"] = sum(os.path.getsize(self.path + s) for s in ("", "-wal") if os.path.exists(self.path + s)) \
+            if self.path != ":memory:" else out["database_bytes"]
+        return out
+
+    def export(self, task_id: str, *, forks: bool = False) -> Iterator[bytes]:
+        """The stream's whole lineage as JSON Lines (one line per stream and per version; see
+        eventckpt.transfer), with `forks=True` also every fork below it."""
+        from .transfer import export
+
+        return export(self, task_id, forks=forks)
+
+    def import_lines(self, lines: Iterable[bytes | str], *, progress: Callable[[int], None] | None = None) -> list[str]:
+        """Import streams exported by `export()`: identical states, times, names, metadata and usage at
+        every version. Returns the stream names; on any error the streams it created are removed."""
+        from .transfer import import_lines
+
+        return import_lines(self, lines, progress)

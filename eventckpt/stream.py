@@ -32,6 +32,8 @@ from .tools import ToolCall, ToolRegistry, ToolRow, UndoReport, decode_call, enc
 from .transaction import Recorded, Transaction, check_number, is_number
 
 if TYPE_CHECKING:
+    from .diffing import Diff
+    from .query import HistoryEntry
     from .store import Head, Store
 
 MAX_NAME = 1024
@@ -323,6 +325,7 @@ class CheckpointStore:
         checkpoint_id: str | None,
         checked: bool = False,
         tool_rows: Sequence[ToolRow] = (),
+        created_at: str | None = None,
     ) -> Checkpoint:
         """The one write path: diff or operations -> events, version row, snapshot, in one transaction.
 
@@ -335,7 +338,7 @@ class CheckpointStore:
                            checkpoint_id=checkpoint_id)
         store = self.store
         meta_text = store.codec.encode_text(dict(metadata)) if metadata else None
-        options = (name, int(auto), meta_text, expected_version, checkpoint_id, tool_rows)
+        options = (name, int(auto), meta_text, expected_version, checkpoint_id, tool_rows, created_at)
         with store._lock:
             store._check_open()
             journal = store._journal
@@ -368,12 +371,12 @@ class CheckpointStore:
     def _attempt(self, trust: bool, produce: Callable[[dict[str, Any]], list[Any]], check_paths: bool,
                  usage_of: Callable[[dict[str, int | float]], dict[str, int | float]], name: str | None,
                  auto: int, meta_text: str | None, expected_version: int | None,
-                 checkpoint_id: str | None, tool_rows: Sequence[ToolRow]) -> tuple[Any, ...]:
+                 checkpoint_id: str | None, tool_rows: Sequence[ToolRow], created_at: str | None) -> tuple[Any, ...]:
         """One try at a commit inside the open write transaction. The head's state is updated in place;
         the caller forgets the cached head if anything fails."""
         store = self.store
         journal = store._journal
-        created = now()
+        created = created_at or now()  # an import keeps the exported version's time
         row, head = store._writable(self.task_id, trust)
         if row is None:
             row = journal.create_stream(self.task_id, created)
@@ -516,6 +519,51 @@ class CheckpointStore:
 
         return self._commit(events, False, lambda prev: prev, metadata=metadata, name=None, auto=False,
                             expected_version=expected_version, checkpoint_id=checkpoint_id)
+
+    # -- log, history, diff (eventckpt/query.py, eventckpt/diffing.py) ------------------------------
+
+    def log(self, limit: int | None = None, *, before: int | None = None, name: str | None = None,
+            auto: bool | None = None, metadata: Mapping[str, Any] | None = None) -> list[Checkpoint]:
+        """The checkpoints of this stream's lineage, newest first, without reading any state (values load
+        when first read). Filters: versions before `before`, with checkpoint `name`, `auto` True/False,
+        and `metadata` whose every key has the given value (compared as stored, type included: 5 is not
+        "5"). Filter keys and values are data, never SQL. Cost: O(result) for no filter, `name`, or a
+        str/int metadata value (indexed); other filters read the stream's version rows newest first.
+        """
+        from .query import log
+
+        return log(self, limit, before=before, name=name, auto=auto, metadata=metadata)
+
+    def history(self, path: Any, *, since: int | None = None, until: int | None = None,
+                limit: int | None = None) -> list[HistoryEntry]:
+        """Every change of one path in versions since..until (inclusive), newest first, at most `limit`.
+
+        `path` is a top-level key or a tuple of keys and list indices, as in transactions. Included:
+        events at the path; events below it (an item appended to a list, a key set inside a dict: their
+        `path` says where); and events at an ancestor that replaced or removed it (a set of the parent
+        dict is reported as a "set" of this path with its new value, or a "delete" when the new parent
+        lacks it). A path with a list index names a position: deleting an earlier item shifts what is
+        there without an event at it, and such shifts are not reported. Forks include the versions they
+        share with their parent.
+        """
+        from .query import history
+
+        return history(self, path, since=since, until=until, limit=limit)
+
+    def diff(self, a: Any, b: Any = None, *, live: Any = None) -> Diff:
+        """What changed from version `a` to version `b` (the head when None): added, removed and changed
+        paths with old and new values. `a` and `b` are versions of this stream, (task_id, version) pairs
+        or Checkpoints, so a fork compares with its parent. With `live=`, version `a` is compared with an
+        in-memory state instead.
+
+        Answered from the events after the two versions' common version, never by materializing both
+        states: cost grows with the events in between and the paths they touch, not with history.
+        Dicts compare by key, lists by position (an item dropped from the front changes every later
+        position); items appended over a long range are read on first access of a change's value.
+        """
+        from .diffing import diff
+
+        return diff(self, a, b, live=live)
 
 
 class _Stale(Exception):

@@ -1,0 +1,172 @@
+"""Export and import streams as JSON Lines.
+
+One JSON object per line:
+
+    {"eventckpt": "export", "format": 1}
+    {"stream": "task-1", "parent": null, "fork_version": null, "created_at": "..."}
+    {"stream": "task-1", "version": 1, "created_at": "...", "name": null, "auto": false,
+     "metadata": {...} | null, "usage": {...} | null, "checkpoint_id": null,
+     "events": [["set", "$.step", 1], ["append", "$.messages", {...}], ...]}
+    ...
+
+A stream is exported with its whole lineage as its own versions (a fork's shared versions are copied
+from its ancestors), so the export stands alone; with forks, every fork below it follows as a stream
+line naming its parent and fork version, then its own versions. Values are the stored JSON, embedded
+as is (tagged forms included). Import replays every version through the ordinary write path with the
+exported time, name, metadata, usage and checkpoint id, so each version's state is identical and its
+snapshots follow the importing store's policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from .errors import EventCkptError, InvalidArgumentError, StreamExistsError, StreamNotFoundError
+from .journal import Segment, StreamRow, segments_for
+from .checkpoint import parse_time
+from .ops import DELETE, EXTEND, INCR, OPS, TRUNCATE
+from .paths import from_text
+from .stream import _check_usage
+
+if TYPE_CHECKING:
+    from .store import Store
+
+FORMAT = 1
+_BATCH = 1000
+
+
+def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes]:
+    """See Store.export. Lines are produced in batches, each read under the store lock."""
+    with store._guard() as journal:
+        found = journal.stream_and_head(task_id)
+        if found is None:
+            raise StreamNotFoundError(task_id)
+        row, head = found
+        todo = [(row, head, None)]
+        if forks:
+            todo += [(r, journal.stream_and_head(r.name)[1], r) for r in store._subtree(row)[1:]]
+        todo.sort(key=lambda t: t[0].id)  # a parent before its forks
+    yield orjson.dumps({"eventckpt": "export", "format": FORMAT}) + b"\n"
+    for stream, upto, fork in todo:
+        yield orjson.dumps({"stream": stream.name, "parent": _parent_name(store, fork), "fork_version": fork and fork.fork_version,
+                            "created_at": stream.created_at}) + b"\n"
+        yield from _versions(store, stream, upto, (fork.fork_version or 0) if fork else 0)
+
+
+def _parent_name(store: Store, fork: StreamRow | None) -> str | None:
+    return store._chain(fork)[-2].name if fork is not None else None
+
+
+def _versions(store: Store, row: StreamRow, upto: int, after: int) -> Iterator[bytes]:
+    for lo in range(after + 1, upto + 1, _BATCH):
+        hi = min(upto, lo + _BATCH - 1)
+        with store._guard() as journal, journal.read():
+            segments = [s for s in (Segment(s.stream_id, max(s.lo, lo), s.hi) for s in segments_for(store._chain(row), hi))
+                        if s.lo <= s.hi]
+            vrows = journal.version_rows(segments)
+            events: dict[int, list[Any]] = {}
+            for version, _, op, path, value in journal.tail(segments, lo - 1):
+                events.setdefault(version, []).append([op, path, orjson.Fragment(value) if value is not None else None])
+            ids = {v: journal.checkpoint_id_of(s.stream_id, v) for s in segments for v in range(s.lo, s.hi + 1)}
+        lines = [orjson.dumps({
+            "stream": row.name, "version": v.version, "created_at": v.created_at, "name": v.name, "auto": bool(v.auto),
+            "metadata": orjson.Fragment(v.metadata) if v.metadata else None,
+            "usage": orjson.Fragment(v.usage) if v.usage else None,
+            "checkpoint_id": ids.get(v.version), "events": events.get(v.version, []),
+        }) + b"\n" for v in vrows]
+        yield from lines
+
+
+def import_lines(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None = None) -> list[str]:
+    """See Store.import_lines. `progress(n)` is called with the size of every line read."""
+    created: list[str] = []
+    try:
+        _import(store, lines, progress, created)
+    except BaseException:
+        for name in reversed(created):
+            try:
+                store.delete_stream(name, forks=True)
+            except EventCkptError:
+                pass  # already gone with its parent
+        raise
+    return created
+
+
+def _import(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None, created: list[str]) -> None:
+    header = True
+    for number, line in enumerate(lines, 1):
+        if progress:
+            progress(len(line))
+        if not line.strip():
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidArgumentError("line", number, f"is not JSON ({exc})") from None
+        if type(record) is not dict:
+            raise InvalidArgumentError("line", number, "is not a JSON object")
+        if header:
+            if record.get("eventckpt") != "export" or record.get("format") != FORMAT:
+                raise InvalidArgumentError("line", number, f"the first line must be the export header of format {FORMAT}")
+            header = False
+        elif "version" in record:
+            _import_version(store, record, number, created)
+        else:
+            _import_stream(store, record, number, created)
+
+
+def _field(record: dict[str, Any], name: str, types: tuple[type, ...], number: int) -> Any:
+    value = record.get(name)
+    if type(value) not in types:
+        raise InvalidArgumentError("line", number, f"{name!r} must be {' or '.join(t.__name__ for t in types)}")
+    return value
+
+
+def _import_stream(store: Store, record: dict[str, Any], number: int, created: list[str]) -> None:
+    name = _field(record, "stream", (str,), number)
+    parent = _field(record, "parent", (str, type(None)), number)
+    if store.stream(name).exists():
+        raise StreamExistsError(name)
+    if parent is None:
+        created.append(name)  # a root stream is created by its first version
+        return
+    if parent not in created:
+        raise InvalidArgumentError("line", number, f"stream {name!r} forks from {parent!r}, which this import has not created")
+    store.stream(parent).fork(at=_field(record, "fork_version", (int,), number), task_id=name)
+    created.append(name)
+
+
+def _import_version(store: Store, record: dict[str, Any], number: int, created: list[str]) -> None:
+    name = _field(record, "stream", (str,), number)
+    if name not in created:
+        raise InvalidArgumentError("line", number, f"a version of {name!r} comes before its stream line")
+    version = _field(record, "version", (int,), number)
+    stream = store.stream(name)
+    codec = store.codec
+    recorded = []
+    for event in _field(record, "events", (list,), number):
+        if type(event) is not list or len(event) != 3 or event[0] not in OPS or type(event[1]) is not str:
+            raise InvalidArgumentError("line", number, f"an event is [op, path, value], not {event!r}")
+        op, path, value = event
+        if (op == INCR and type(value) not in (int, float)) or (op == TRUNCATE and (type(value) is not int or value < 0)) \
+                or (op == EXTEND and type(value) is not list):
+            raise InvalidArgumentError("line", number, f"{op} does not take {value!r}")
+        raw = orjson.dumps(value) if op != DELETE else None
+        recorded.append((op, from_text(path), codec.decode(raw) if raw is not None else None, raw))
+    metadata = record.get("metadata")
+    usage = _check_usage(_field(record, "usage", (dict, type(None)), number)) or {}
+    created_at = _field(record, "created_at", (str,), number)
+    try:
+        parse_time(created_at)
+    except ValueError:
+        raise InvalidArgumentError("line", number, f"created_at {created_at!r} is not an ISO-8601 time") from None
+    stream._commit(
+        lambda head: recorded, True, lambda prev: usage,
+        metadata=codec.decode(orjson.dumps(metadata)) if metadata is not None else None,
+        name=_field(record, "name", (str, type(None)), number), auto=_field(record, "auto", (bool,), number),
+        expected_version=version - 1, checkpoint_id=_field(record, "checkpoint_id", (str, type(None)), number),
+        created_at=created_at,
+    )

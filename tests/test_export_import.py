@@ -1,0 +1,129 @@
+"""export/import: JSON Lines that restore identical states, times, names, metadata and usage at every
+version, forks included; a bad import keeps nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import orjson
+import pytest
+
+import eventckpt
+from eventckpt import SnapshotPolicy
+
+from .conftest import journal_rows, strict_equal
+
+
+def history(store: eventckpt.Store) -> None:
+    main = store.stream("main")
+    main.save({"messages": [], "when": dt.datetime(2025, 5, 1, tzinfo=dt.timezone.utc), "tags": {"a", "b"}},
+              name="start", metadata={"node": "input", "at": (1, 2)}, checkpoint_id="cp-start")
+    for i in range(1, 41):
+        with main.transaction(auto=i % 3 != 0, metadata={"node": "agent", "i": i}) as tx:
+            tx.append("messages", {"n": i, "text": "x" * 30})
+            tx.set(("cfg",) if i == 1 else ("cfg", "t"), {"t": i} if i == 1 else i)
+            tx.incr("count", 2)
+            if i % 10 == 0:
+                tx.delete(("messages", 0))
+                tx.truncate("messages", 25)
+            tx.usage(input_tokens=100, output_tokens=7)
+    fork = main.fork(at=20, task_id="fork")
+    fork.save({**fork.state(), "branch": True}, {"input_tokens": 1})
+    fork.fork(at=10, task_id="deep").save({"deep": [1.5, None]})
+    main.rollback(5)
+
+
+def same_streams(a: eventckpt.Store, b: eventckpt.Store, names: list[str]) -> None:
+    for name in names:
+        x, y = a.stream(name), b.stream(name)
+        assert x.list_versions() == y.list_versions(), name
+        for version in x.list_versions():
+            cx, cy = x.get(version), y.get(version)
+            assert strict_equal(cx.values, cy.values), (name, version)
+            assert (cx.created_at, cx.name, cx.auto, cx.token_usage, cx.checkpoint_id) == (
+                cy.created_at, cy.name, cy.auto, cy.token_usage, cy.checkpoint_id), (name, version)
+            assert strict_equal(cx.metadata, cy.metadata), (name, version)
+
+
+def test_round_trip_with_forks(tmp_path: Path) -> None:
+    """Export with forks, import into a new file: every version of every stream is identical, and the
+    imported file verifies."""
+    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db", snapshots=SnapshotPolicy(min_tail_bytes=500)) as dst:
+        history(src)
+        lines = list(src.export("main", forks=True))
+        assert orjson.loads(lines[0]) == {"eventckpt": "export", "format": 1}
+        assert dst.import_lines(b"".join(lines).splitlines(keepends=True)) == ["main", "fork", "deep"]
+        same_streams(src, dst, ["main", "fork", "deep"])
+        assert dst.stream("deep").parent == eventckpt.ForkOrigin("fork", 10)
+        assert dst.verify().ok
+
+
+def test_a_fork_alone_carries_its_whole_lineage(tmp_path: Path) -> None:
+    """A fork exported without its parent becomes a stream with every version of its history."""
+    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+        history(src)
+        dst.import_lines(src.export("fork"))
+        copy = dst.stream("fork")
+        assert copy.parent is None and copy.list_versions() == list(range(1, 22))
+        for version in (1, 20, 21):
+            assert strict_equal(copy.state(version), src.stream("fork").state(version))
+
+
+def test_progress_counts_every_byte(tmp_path: Path) -> None:
+    """progress(n) is called with the size of every line read."""
+    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+        history(src)
+        data = b"".join(src.export("main"))
+        seen: list[int] = []
+        dst.import_lines(data.splitlines(keepends=True), progress=seen.append)
+        assert sum(seen) == len(data)
+
+
+def bad_exports(good: list[bytes]) -> dict[str, list[bytes]]:
+    version = orjson.loads(good[3])
+    return {
+        "not json": good[:5] + [b"{nope\n"],
+        "no header": good[1:],
+        "unknown op": good[:3] + [orjson.dumps({**version, "events": [["explode", "$.x", 1]]})],
+        "bad path": good[:3] + [orjson.dumps({**version, "events": [["set", "nope", 1]]})],
+        "incr of a string": good[:3] + [orjson.dumps({**version, "events": [["incr", "$.count", "x"]]})],
+        "version out of order": good[:2] + [good[3]],
+        "bad time": good[:3] + [orjson.dumps({**version, "created_at": "yesterday"})],
+        "fork of a stranger": good[:2] + [orjson.dumps({"stream": "x", "parent": "nobody", "fork_version": 1})],
+        "late failure": good + [orjson.dumps({**version, "stream": "fork", "version": 99})],
+    }
+
+
+@pytest.mark.parametrize("case", ["not json", "no header", "unknown op", "bad path", "incr of a string",
+                                  "version out of order", "bad time", "fork of a stranger", "late failure"])
+def test_bad_imports_keep_nothing(tmp_path: Path, case: str) -> None:
+    """A malformed export raises a typed error and leaves the target file as it was."""
+    with eventckpt.open(tmp_path / "a.db") as src:
+        history(src)
+        good = b"".join(src.export("main", forks=True)).splitlines(keepends=True)
+    target = tmp_path / "b.db"
+    with eventckpt.open(target) as dst:
+        dst.stream("existing").save({"keep": 1})
+    before = journal_rows(target)
+    with eventckpt.open(target) as dst:
+        with pytest.raises(eventckpt.EventCkptError):
+            dst.import_lines(bad_exports(good)[case])
+    after = journal_rows(target)
+    assert after["versions"] == before["versions"] and after["events"] == before["events"]
+    assert [r[1] for r in after["streams"]] == ["existing"]
+
+
+def test_existing_stream_is_refused(tmp_path: Path) -> None:
+    """Importing a stream whose name is taken fails before writing anything."""
+    with eventckpt.open(tmp_path / "a.db") as src:
+        history(src)
+        with pytest.raises(eventckpt.StreamExistsError):
+            src.import_lines(src.export("main"))
+        assert src.stream("main").version == 42
+
+
+def test_unknown_stream_export(tmp_path: Path) -> None:
+    """Exporting a stream that does not exist raises StreamNotFoundError."""
+    with eventckpt.open(tmp_path / "a.db") as src, pytest.raises(eventckpt.StreamNotFoundError):
+        list(src.export("nobody"))

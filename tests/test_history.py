@@ -1,0 +1,125 @@
+"""history(path): every change of one path, newest first, from the path index."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+import eventckpt
+
+
+def ops(entries: list) -> list[tuple]:
+    return [(e.version, e.op, e.path, e.value) for e in entries]
+
+
+def test_changes_of_a_key(store: eventckpt.Store) -> None:
+    """A top-level key's sets, increments and deletion, newest first, with times."""
+    task = store.stream("t")
+    task.save({"step": 1, "other": 0})
+    with task.transaction() as tx:
+        tx.incr("step", 2)
+    task.save({"step": 3, "other": 1})
+    task.save({"other": 1})
+    entries = task.history("step")
+    assert ops(entries) == [(4, "delete", ("step",), None), (2, "incr", ("step",), 2), (1, "set", ("step",), 1)]
+    assert entries[0].task_id == "t" and entries[0].created_at == task.get(4).created_at
+    assert isinstance(entries[0].created_at, dt.datetime) and entries[0].seq == 0
+
+
+def test_appends_and_nested_changes_below_the_path(store: eventckpt.Store) -> None:
+    """Events below the path (appends to a list, keys inside a dict) are part of its history."""
+    task = store.stream("t")
+    task.save({"messages": [], "scratch": {"a": 1}})
+    for i in range(3):
+        with task.transaction() as tx:
+            tx.append("messages", {"n": i})
+            tx.set(("scratch", "b"), i)
+    with task.transaction() as tx:
+        tx.set(("messages", 1, "n"), 10)
+    assert ops(task.history("messages")) == [
+        (5, "set", ("messages", 1, "n"), 10), (4, "append", ("messages",), {"n": 2}),
+        (3, "append", ("messages",), {"n": 1}), (2, "append", ("messages",), {"n": 0}), (1, "set", ("messages",), [])]
+    assert [e.path for e in task.history("scratch")] == [("scratch", "b")] * 3 + [("scratch",)]
+    assert ops(task.history(("messages", 1))) == [(5, "set", ("messages", 1, "n"), 10)]
+
+
+def test_ancestors_that_replace_or_remove_the_path(store: eventckpt.Store) -> None:
+    """A parent set to a new dict reports the path's new value; one without it reports a delete; an
+    unchanged or still-absent path is not reported."""
+    task = store.stream("t")
+    task.save({"cfg": {"model": "a", "t": 1}})               # v1: created with its parent
+    task.save({"cfg": {"model": "b", "t": 1}})               # v2: the path itself
+    with task.transaction() as tx:                            # v3: parent replaced, same value
+        tx.set("cfg", {"model": "b", "t": 2})
+    with task.transaction() as tx:                            # v4: parent replaced, new value
+        tx.set("cfg", {"model": "c"})
+    with task.transaction() as tx:                            # v5: parent replaced without it
+        tx.set("cfg", {"t": 3})
+    with task.transaction() as tx:                            # v6: parent replaced, still without it
+        tx.set("cfg", {"t": 4})
+    task.save({})                                             # v7: parent deleted (path already absent)
+    assert ops(task.history(("cfg", "model"))) == [
+        (5, "delete", ("cfg",), None), (4, "set", ("cfg",), "c"), (2, "set", ("cfg", "model"), "b"),
+        (1, "set", ("cfg",), "a")]
+
+
+def test_list_items_and_truncation(store: eventckpt.Store) -> None:
+    """An item path sees its own edits, a replacement of the list, and a truncation that cut it."""
+    task = store.stream("t")
+    task.save({"xs": [1, 2, 3]})
+    with task.transaction() as tx:
+        tx.set(("xs", 2), 30)
+        tx.append("xs", 4)
+    with task.transaction() as tx:
+        tx.truncate("xs", 3)                                  # keeps item 2
+    with task.transaction() as tx:
+        tx.truncate("xs", 1)                                  # cuts it
+    with task.transaction() as tx:
+        tx.set("xs", [7, 8, 9])
+    assert ops(task.history(("xs", 2))) == [
+        (5, "set", ("xs",), 9), (4, "delete", ("xs",), None), (2, "set", ("xs", 2), 30), (1, "set", ("xs",), 3)]
+
+
+def test_since_until_limit(store: eventckpt.Store) -> None:
+    """since/until bound the versions (inclusive); limit keeps the newest."""
+    task = store.stream("t")
+    for i in range(1, 11):
+        task.save({"n": i})
+    assert [e.version for e in task.history("n", since=3, until=6)] == [6, 5, 4, 3]
+    assert [e.version for e in task.history("n", limit=2)] == [10, 9]
+    assert [e.version for e in task.history("n", since=8, limit=5)] == [10, 9, 8]
+    assert task.history("n", limit=0) == [] and task.history("n", until=0) == []
+
+
+def test_fork_includes_parent_history(store: eventckpt.Store) -> None:
+    """A fork's history continues into the events it shares with its parent, named by their stream."""
+    task = store.stream("main")
+    for i in range(1, 6):
+        task.save({"n": i})
+    fork = task.fork(at=3, task_id="f")
+    fork.save({"n": 100})
+    entries = fork.history("n")
+    assert [(e.task_id, e.version, e.value) for e in entries] == [("f", 4, 100), ("main", 3, 3), ("main", 2, 2), ("main", 1, 1)]
+    assert [e.version for e in fork.history("n", limit=2)] == [4, 3]
+    assert [e.value for e in task.history("n", since=4)] == [5, 4]
+
+
+def test_tagged_values_and_quoted_keys(store: eventckpt.Store) -> None:
+    """Values come back as Python values; keys needing quotes work as paths."""
+    task = store.stream("t")
+    task.save({"a.b": {"when": (1, 2)}})
+    task.save({"a.b": {"when": {3}}})
+    assert [e.value for e in task.history(("a.b", "when"))] == [{3}, (1, 2)]
+
+
+def test_missing_stream_and_bad_paths(store: eventckpt.Store) -> None:
+    """A missing stream has no history; a bad path or bound raises a typed error."""
+    assert store.stream("nobody").history("x") == []
+    task = store.stream("t")
+    task.save({"x": 1})
+    for bad in ((), (1,), ("x", 1.5), 'a"b', None):
+        with pytest.raises(eventckpt.PathError):
+            task.history(bad)
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        task.history("x", since=-1)

@@ -1,0 +1,195 @@
+"""verify(): the checksum chain, snapshots against a replay of the events, and SQLite's own checks find
+every altered, missing or reordered event, version row and snapshot."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+import orjson
+import pytest
+
+import eventckpt
+from eventckpt import SnapshotPolicy
+
+POLICY = SnapshotPolicy(min_tail_bytes=200, event_overhead=16, share_min_bytes=256)
+
+
+def build(path: Path) -> None:
+    """A conversation with snapshots that write keys in full and share others (by an earlier snapshot
+    and by the event that created a list), plus a fork and a fork of the fork."""
+    with eventckpt.open(path, snapshots=POLICY) as store:
+        task = store.stream("main")
+        task.save({"config": {"prompt": "p" * 600}, "step": 0}, metadata={"node": "input"})  # messages: made by append
+        for i in range(1, 61):
+            with task.transaction(metadata={"node": "agent", "i": i}) as tx:
+                tx.append("messages", {"n": i, "text": "x" * 60})
+                tx.set("step", i)
+                tx.set(("config", "turn"), i) if i == 30 else None
+        fork = task.fork(at=40, task_id="fork")
+        for i in range(5):
+            fork.save({**fork.state(), "step": 100 + i})
+        fork.fork(at=20, task_id="deep").save({"step": -1})
+
+
+def tamper(path: Path, *statements: str) -> None:
+    conn = apsw.Connection(str(path))  # a plain connection: no foreign keys, no eventckpt
+    with conn:
+        for sql in statements:
+            conn.execute(sql)
+    conn.close()
+
+
+def report(path: Path) -> eventckpt.verify.VerifyReport:
+    with eventckpt.open(path, snapshots=POLICY) as store:
+        return store.verify()
+
+
+def kinds(result: eventckpt.verify.VerifyReport) -> set[tuple[str, str | None, int | None]]:
+    return {(p.kind, p.task_id, p.version) for p in result.problems}
+
+
+@pytest.fixture
+def built(db_path: Path) -> Path:
+    build(db_path)
+    return db_path
+
+
+def test_intact_store_is_ok(built: Path) -> None:
+    """An untouched store verifies: every version, event and snapshot checked, no problems."""
+    result = report(built)
+    assert result.ok and result.problems == ()
+    assert (result.streams, result.versions) == (3, 61 + 5 + 1)
+    assert result.snapshots >= 3
+    conn = apsw.Connection(str(built))
+    manifests = [orjson.loads(m) for (m,) in conn.execute("SELECT manifest FROM snapshots WHERE stream_id = 1")]
+    assert any(type(m.get("messages", [0])[0]) is list for m in manifests)  # shared by its creating event
+    assert any(type(m["config"][0]) is int and m["config"][0] != v for m, v in zip(
+        manifests, [v for (v,) in conn.execute("SELECT version FROM snapshots WHERE stream_id = 1")]))  # by a snapshot
+
+
+def test_progress_is_reported(built: Path) -> None:
+    """progress(done, total) climbs to the number of versions."""
+    calls: list[tuple[int, int]] = []
+    with eventckpt.open(built) as store:
+        store.verify(lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (67, 67) and all(a[0] <= b[0] for a, b in zip(calls, calls[1:]))
+
+
+TAMPERING: dict[str, tuple[list[str], Callable[[set], bool]]] = {
+    "event altered": (["UPDATE events SET value = '{\"n\":999}' WHERE stream_id = 1 AND version = 10 AND seq = 0"],
+                      lambda k: ("checksum", "main", 10) in k),
+    "event deleted": (["DELETE FROM events WHERE stream_id = 1 AND version = 12 AND seq = 1"],
+                      lambda k: {("checksum", "main", 12), ("events", "main", 12)} <= k),
+    "events reordered": (["UPDATE events SET seq = 9 WHERE stream_id = 1 AND version = 14 AND seq = 0",
+                          "UPDATE events SET seq = 0 WHERE stream_id = 1 AND version = 14 AND seq = 1",
+                          "UPDATE events SET seq = 1 WHERE stream_id = 1 AND version = 14 AND seq = 9"],
+                         lambda k: ("checksum", "main", 14) in k),
+    "version row altered": (["UPDATE versions SET name = 'forged' WHERE stream_id = 1 AND version = 20"],
+                            lambda k: k == {("checksum", "main", 20)}),
+    "version checksum rewritten": (["UPDATE versions SET checksum = zeroblob(16) WHERE stream_id = 1 AND version = 21"],
+                                   lambda k: {("checksum", "main", 21), ("checksum", "main", 22)} <= k),
+    "version row deleted": (["DELETE FROM versions WHERE stream_id = 1 AND version = 25"],
+                            lambda k: ("version", "main", 25) in k and any(kind == "file" for kind, _, _ in k)),
+    "versions reordered": (["UPDATE versions SET version = 1000 WHERE stream_id = 1 AND version = 30",
+                            "UPDATE versions SET version = 30 WHERE stream_id = 1 AND version = 31",
+                            "UPDATE versions SET version = 31 WHERE stream_id = 1 AND version = 1000"],
+                           lambda k: {("checksum", "main", 30), ("checksum", "main", 31)} <= k),
+    "fork's version altered": (["UPDATE events SET value = '7' WHERE stream_id = 2 AND version = 43"],
+                               lambda k: ("checksum", "fork", 43) in k),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TAMPERING))
+def test_journal_tampering_is_found(built: Path, name: str) -> None:
+    """Each alteration of the journal is reported at the version it touched."""
+    statements, found = TAMPERING[name]
+    tamper(built, *statements)
+    result = report(built)
+    assert not result.ok and found(kinds(result)), result.problems
+
+
+def snapshot_versions(path: Path) -> list[int]:
+    conn = apsw.Connection(str(path))
+    return [v for (v,) in conn.execute("SELECT version FROM snapshots WHERE stream_id = 1 ORDER BY version")]
+
+
+def test_snapshot_value_altered(built: Path) -> None:
+    """A key a snapshot writes in full that disagrees with the replay is reported."""
+    version = snapshot_versions(built)[-1]
+    tamper(built, f"UPDATE snapshots SET state = json_set(state, '$.step', 999) WHERE stream_id = 1 AND version = {version}")
+    problems = report(built).problems
+    assert [(p.kind, p.version) for p in problems] == [("snapshot", version)] and "'step'" in problems[0].detail
+
+
+def test_referenced_snapshot_deleted(built: Path) -> None:
+    """Deleting a snapshot a later manifest refers to is reported at the later snapshot."""
+    conn = apsw.Connection(str(built))
+    base = next(m["config"][0] for v, m in ((v, orjson.loads(t)) for v, t in conn.execute(
+        "SELECT version, manifest FROM snapshots WHERE stream_id = 1 ORDER BY version DESC")) if m["config"][0] != v)
+    conn.close()
+    tamper(built, f"DELETE FROM snapshots WHERE stream_id = 1 AND version = {base}")
+    problems = report(built).problems
+    assert problems and all(p.kind == "snapshot" and "config" in p.detail for p in problems)
+
+
+def test_snapshots_reordered(built: Path) -> None:
+    """Two snapshots whose contents were swapped are both reported."""
+    first, second = snapshot_versions(built)[-2:]
+    tamper(built, f"UPDATE snapshots SET version = -1 WHERE stream_id = 1 AND version = {first}",
+           f"UPDATE snapshots SET version = {first} WHERE stream_id = 1 AND version = {second}",
+           f"UPDATE snapshots SET version = {second} WHERE stream_id = 1 AND version = -1")
+    assert {(p.kind, p.version) for p in report(built).problems} >= {("snapshot", first), ("snapshot", second)}
+
+
+def test_manifest_base_forged(built: Path) -> None:
+    """A manifest entry claiming a shared key began at another event is reported."""
+    version = snapshot_versions(built)[-1]
+    tamper(built, f"UPDATE snapshots SET manifest = json_set(manifest, '$.messages[0]', json('[3,0]'))"
+                  f" WHERE stream_id = 1 AND version = {version}")
+    problems = report(built).problems
+    assert [(p.kind, p.version) for p in problems] == [("snapshot", version)] and "messages" in problems[0].detail
+
+
+def test_metadata_index_out_of_step(built: Path) -> None:
+    """A metadata index row that versions.metadata does not back is reported."""
+    tamper(built, "INSERT INTO metadata_index VALUES ('node', 'forged', 1, 3)")
+    assert [p.kind for p in report(built).problems] == ["file"]
+
+
+def test_damaged_pages_are_reported(built: Path) -> None:
+    """Bytes overwritten inside the events' pages show as problems, never as an exception."""
+    with eventckpt.open(built) as store:
+        store._journal.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        pages = [p for (p,) in store._journal.conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'leaf' ORDER BY pageno")]
+        page_size = store._journal.conn.execute("PRAGMA page_size").fetchall()[0][0]
+    with open(built, "r+b") as f:
+        for page in pages[len(pages) // 3 :: 4]:
+            f.seek((page - 1) * page_size + 200)
+            f.write(b"\xff" * 300)
+    result = report(built)
+    assert not result.ok and any(p.kind == "file" for p in result.problems)
+
+
+def test_deeply_nested_forks(db_path: Path) -> None:
+    """Forks of forks nested deeper than the stack allows verify (no recursion per fork), and damage deep
+    in the chain shows at its stream."""
+    with eventckpt.open(db_path) as store:
+        stream = store.stream("s0")
+        stream.save({"n": 100})
+        for i in range(1, 301):
+            stream = stream.fork(task_id=f"s{i}")
+            stream.save({"n": 100 + i})
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(len(inspect.stack()) + 150)  # far fewer frames than forks
+        try:
+            assert store.verify().ok
+        finally:
+            sys.setrecursionlimit(limit)
+        owner = store._journal.stream("s299").id
+    tamper(db_path, f"UPDATE events SET value = '999' WHERE stream_id = {owner}")  # same size as 399
+    assert {(p.kind, p.task_id) for p in report(db_path).problems} == {("checksum", "s299")}
