@@ -3,8 +3,10 @@
 - The checksum chain: every version's checksum is recomputed from its row, its events (in seq order)
   and the stored checksum of the version before it in its lineage (the fork point's, for a fork's first
   own version), so an altered, missing or reordered event or version row shows at that version, and a
-  rewritten checksum at the version after it. Version numbers must be dense, seqs 0..n-1, and the
-  stored event count and bytes must match.
+  rewritten checksum at the version after it. Retention (prune, expire, remove) leaves holes in the
+  version numbers and rechains the versions it keeps, so a hole is not a fault, but a version deleted
+  any other way breaks the chain at the next one. Seqs must be 0..n-1, and the stored event count and
+  bytes must match.
 - Snapshots: each stream tree is replayed once from its events (a fork continues from a copy of its
   parent's state at the fork point), and every snapshot is compared when the replay reaches it: keys
   written in full must equal the replayed values (as canonical JSON, types included), and every shared
@@ -191,8 +193,12 @@ class _Checker:
     def check_version(self, row: StreamRow, version: int, vrow: Any, rows: list[Any], lineage: _Lineage) -> None:
         self.events += len(rows)
         if vrow is None:
-            self.problem("version", row, version, "the version row is missing" + (f" ({len(rows)} events remain)" if rows else ""))
-            lineage.checksum = None  # the chain cannot be followed across a gap
+            if rows:
+                self.problem("version", row, version, f"the version row is missing ({len(rows)} events remain)")
+                lineage.checksum = None  # the chain cannot be followed across a damaged gap
+            # A number with neither row nor events is a hole retention left (prune/expire/remove): it
+            # rechained the kept versions, each from the one kept before it, so a version deleted by
+            # other means still shows, as a checksum mismatch at the version after it.
             return
         self.versions += 1
         if [r[1] for r in rows] != list(range(len(rows))):

@@ -193,3 +193,42 @@ def test_deeply_nested_forks(db_path: Path) -> None:
         owner = store._journal.stream("s299").id
     tamper(db_path, f"UPDATE events SET value = '999' WHERE stream_id = {owner}")  # same size as 399
     assert {(p.kind, p.task_id) for p in report(db_path).problems} == {("checksum", "s299")}
+
+
+def _retained(db_path: Path) -> eventckpt.Store:
+    store = eventckpt.open(db_path, snapshots=SnapshotPolicy(min_tail_bytes=200))
+    task = store.stream("t")
+    for i in range(60):
+        with task.transaction(auto=i % 3 != 0) as tx:
+            tx.append("m", {"i": i, "pad": "x" * 50})
+            tx.set("n", i)
+    task.fork(at=30, task_id="f").save({"other": 1})
+    return store
+
+
+def test_retention_holes_are_not_faults(db_path: Path) -> None:
+    """After prune(auto_only=True), a cut and remove(), the holes retention leaves verify clean."""
+    with _retained(db_path) as store:
+        task = store.stream("t")
+        task.prune(keep_last=10, auto_only=True)
+        assert store.verify().ok, store.verify().problems
+        task.prune(keep_last=5)
+        task.remove(task.list_versions()[-2])
+        report = store.verify()
+        assert report.ok, report.problems
+
+
+def test_version_deleted_outside_retention_is_found(db_path: Path) -> None:
+    """A middle version deleted by hand (row, events and all) breaks the chain at the next version."""
+    with _retained(db_path) as store:
+        store.stream("t").prune(keep_last=20, auto_only=True)
+        victim = store.stream("t").list_versions()[-5]
+    conn = apsw.Connection(str(db_path))
+    with conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        for table in ("events", "snapshots", "checkpoint_ids", "versions"):
+            conn.execute(f"DELETE FROM {table} WHERE stream_id = 1 AND version = ?", (victim,))
+    conn.close()
+    with eventckpt.open(db_path) as store:
+        problems = store.verify().problems
+    assert any(p.kind == "checksum" and p.version > victim for p in problems), problems
