@@ -23,7 +23,7 @@ CREATE TABLE versions (
     version     INTEGER NOT NULL CHECK (version >= 1),
     created_at  TEXT NOT NULL,                        -- ISO-8601 UTC, microseconds
     name        TEXT,                                 -- optional checkpoint name
-    auto        INTEGER NOT NULL DEFAULT 0 CHECK (auto IN (0, 1)),
+    auto        INTEGER NOT NULL DEFAULT 0 CHECK (auto = 0 OR auto = 1),
     metadata    TEXT,                                 -- JSON object, or NULL
     usage       TEXT,                                 -- JSON object of cumulative counters, or NULL
     event_count INTEGER NOT NULL,
@@ -38,7 +38,9 @@ CREATE TABLE events (
     stream_id INTEGER NOT NULL,
     version   INTEGER NOT NULL,
     seq       INTEGER NOT NULL,
-    op        TEXT NOT NULL CHECK (op IN ('set', 'delete', 'append', 'extend', 'incr', 'truncate')),
+    -- ORs, not IN (...): SQLite builds a temporary table for an IN list in a CHECK on every INSERT.
+    op        TEXT NOT NULL CHECK (op = 'set' OR op = 'append' OR op = 'extend' OR op = 'delete' OR op = 'incr'
+                                   OR op = 'truncate'),
     path      TEXT NOT NULL,
     value     TEXT,
     PRIMARY KEY (stream_id, version, seq),
