@@ -360,12 +360,10 @@ class CheckpointStore:
                 row, head, created = done[:3]
                 head.version, head.checksum, head.usage = done[3:]
                 break
-            version, usage = head.version, head.usage
-            return Checkpoint(
-                self.task_id, version, token_usage=usage,
-                metadata=store.codec.decode(meta_text) if meta_text else {},
-                created_at=created, name=name, auto=auto, parent=self._origin(row),
-                checkpoint_id=checkpoint_id, loader=lambda: self.state(version),
+            version = head.version
+            return Checkpoint._stored(  # fields we just wrote: no need for __init__'s checks
+                self.task_id, version, dict(head.usage), store.codec.decode(meta_text) if meta_text else {},
+                created, name, auto, self._origin(row), checkpoint_id, lambda: self.state(version),
             )
 
     def _attempt(self, trust: bool, produce: Callable[[dict[str, Any]], list[Any]], check_paths: bool,
