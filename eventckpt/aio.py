@@ -34,6 +34,8 @@ from typing import Any, TypeVar
 
 from . import store as _store
 from .checkpoint import Checkpoint
+from .diffing import Diff
+from .query import HistoryEntry
 from .errors import InvalidArgumentError, VersionNotFoundError
 from .mixin import Migrations
 from .retention import Pruned
@@ -112,13 +114,8 @@ class AsyncStore:
         stream = self._stream(session_id)
 
         def newest() -> list[Checkpoint]:
-            versions = stream.list_versions()
-            chosen = versions[::-1] if limit is None else versions[: -limit - 1 : -1] if limit else []
-            out = []
-            for version in chosen:
-                cp = stream.get(version)
-                out.append(_loaded(cp) if with_values else cp)
-            return out
+            chosen = stream.log(limit) if limit != 0 else []  # one query, O(limit)
+            return [_loaded(cp) for cp in chosen] if with_values else chosen
 
         return await self._run(newest)
 
@@ -187,6 +184,25 @@ class AsyncStore:
 
     async def expire(self, session_id: str, older_than: dt.timedelta | dt.datetime, *, auto_only: bool = False) -> Pruned:
         return await self._run(self._stream(session_id).expire, older_than, auto_only=auto_only)
+
+    # -- log, history, diff and search (CheckpointStore.log/history/diff, Store.search) --------------
+
+    async def log(self, session_id: str, limit: int | None = None, **filters: Any) -> list[Checkpoint]:
+        """The session's checkpoints newest first, without their values (see CheckpointStore.log)."""
+        return await self._run(self._stream(session_id).log, limit, **filters)
+
+    async def history(self, session_id: str, path: Any, **bounds: Any) -> list[HistoryEntry]:
+        """Every change of one path (see CheckpointStore.history)."""
+        return await self._run(self._stream(session_id).history, path, **bounds)
+
+    async def diff(self, session_id: str, a: int, b: int | None = None, *, live: Any = None) -> Diff:
+        """What changed between two versions, or between a version and a live state (CheckpointStore.diff)."""
+        return await self._run(self._stream(session_id).diff, a, b, live=live)
+
+    async def search(self, name: str | None = None, metadata: Mapping[str, Any] | None = None, *,
+                     limit: int | None = None) -> list[Checkpoint]:
+        """Checkpoints across every session by name and/or metadata, newest first (see Store.search)."""
+        return await self._run(self.store.search, name=name, metadata=metadata, limit=limit)
 
 
 def _resolve(stream: CheckpointStore, checkpoint_id: str | None) -> int:

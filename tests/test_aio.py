@@ -225,3 +225,23 @@ def test_many_writers_never_see_database_locked(db_path: Path) -> None:
             assert await second.state("proc") == {"n": 150}
 
     run(main())
+
+
+def test_async_log_history_diff_search(db_path: Path) -> None:
+    """The time-travel queries have async versions: log, history, diff and search, as the sync ones answer."""
+
+    async def main() -> None:
+        async with aio.open(db_path) as store:
+            for step in range(1, 6):
+                await store.save("s", {"step": step, "plan": ["a"] * step}, name="five" if step == 5 else None,
+                                 metadata=eventckpt.meta(node="planner" if step % 2 else "tools", step=step))
+            assert [cp.version for cp in await store.log("s", 2)] == [5, 4]
+            assert [cp.version for cp in await store.log("s", metadata={"node": "tools"})] == [4, 2]
+            assert [e.value for e in await store.history("s", "step", limit=2)] == [5, 4]
+            diff = await store.diff("s", 2, 5)
+            assert {c.path for c in diff.changes} == {("step",), ("plan", 2), ("plan", 3), ("plan", 4)}
+            assert [cp.version for cp in await store.search(name="five")] == [5]
+            with eventckpt.open(db_path) as sync:
+                assert await store.diff("s", 2, 5) == sync.stream("s").diff(2, 5)
+
+    run(main())
