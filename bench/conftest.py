@@ -23,7 +23,6 @@ from systems import EventckptTx  # noqa: E402
 from workload import Step, steps  # noqa: E402
 
 # issue 3's log/history/diff: remove this line once CheckpointStore has them (after that branch merges)
-collect_ignore = ["test_query.py"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
