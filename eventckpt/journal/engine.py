@@ -1,0 +1,222 @@
+"""The engine: how every connection is set up and checked, the schema ladder, the one place driver
+errors are translated, and the plumbing (statements, transactions) the table mixins share."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any, NoReturn
+
+import apsw
+
+from .. import errors
+
+APPLICATION_ID = 0x45434B50  # "ECKP": marks the file as an eventckpt store
+DURABILITY = {"normal": "PRAGMA synchronous = NORMAL", "full": "PRAGMA synchronous = FULL"}
+_SCHEMA_FILE = re.compile(r"(\d{3})_[a-z0-9_]+\.sql\Z")
+
+
+# -- the schema ladder ----------------------------------------------------------------------------
+
+
+def _schema_dir() -> Any:
+    packaged = resources.files("eventckpt") / "schema"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "schema"  # a source checkout
+
+
+def schema_files() -> list[tuple[int, str, str]]:
+    """(number, name, sql) of every schema file, in ladder order: numbers start at 1 and are unique.
+
+    Numbers are handed out per feature branch, so a branch may lack a rung another branch adds; the
+    schema version is the highest number, and a file applies every rung above its user_version.
+    """
+    found = []
+    for entry in _schema_dir().iterdir():
+        m = _SCHEMA_FILE.match(entry.name)
+        if m:
+            found.append((int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort()
+    numbers = [n for n, _, _ in found]
+    if not numbers or numbers[0] != 1 or len(set(numbers)) != len(numbers):
+        raise RuntimeError(f"schema files must start at 001 and be numbered uniquely: {[name for _, name, _ in found]}")
+    return found
+
+
+SCHEMA_VERSION = schema_files()[-1][0]
+
+# -- error translation (the one boundary) ---------------------------------------------------------
+
+
+def translate(exc: apsw.Error, where: str) -> errors.EventCkptError:
+    """The eventckpt error for a driver error."""
+    msg = f"{where}: {exc}"
+    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        return errors.StoreBusyError(
+            f"{where}: another connection kept the store busy past the busy timeout", code="busy"
+        )
+    if isinstance(exc, apsw.ReadOnlyError):
+        return errors.ReadOnlyStoreError(f"{where}: the store is read-only ({exc})", code="readonly")
+    if isinstance(exc, apsw.FullError):
+        return errors.StorageFullError(f"{where}: the disk is full ({exc})", code="full")
+    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return errors.CorruptStoreError(f"{where}: the file is damaged ({exc})", code="corrupt")
+    if isinstance(exc, apsw.CantOpenError):
+        return errors.StorageError(f"{where}: cannot open the file ({exc})", code="cantopen")
+    if isinstance(exc, apsw.IOError):
+        return errors.StorageError(f"{where}: I/O error ({exc})", code="ioerr")
+    return errors.StorageError(msg, code=type(exc).__name__)
+
+
+
+def identity(conn: apsw.Connection, path: str) -> tuple[int, int, bool]:
+    """(application_id, user_version, fresh) of the file; refuses foreign and newer files."""
+    try:
+        # One statement, one read snapshot: read apart, another process's migration could commit between
+        # the reads, and a half-seen store (no application_id yet, tables already) would look foreign.
+        app_id, user_version, objects, pages = conn.execute(
+            "SELECT (SELECT application_id FROM pragma_application_id), (SELECT user_version FROM"
+            " pragma_user_version), (SELECT count(*) FROM sqlite_schema), (SELECT page_count FROM pragma_page_count)"
+        ).fetchall()[0]
+    except apsw.NotADBError:
+        raise errors.ForeignFileError(path, "not a SQLite database (or an encrypted one)") from None
+    except apsw.CorruptError as exc:
+        raise errors.CorruptStoreError(f"{path}: the file is damaged ({exc})", code="corrupt") from None
+    if app_id != APPLICATION_ID and (app_id != 0 or objects):
+        raise errors.ForeignFileError(path, "a SQLite database that is not an eventckpt store")
+    if user_version > SCHEMA_VERSION:
+        raise errors.NewerSchemaError(path, user_version, SCHEMA_VERSION)
+    fresh = objects == 0 and app_id == 0
+    if fresh and path != ":memory:" and os.path.isfile(path) and os.path.getsize(path) > 0:
+        # SQLite reads a 1-byte file as an empty database: it is someone's data, not a fresh store
+        if pages == 0:
+            raise errors.ForeignFileError(path, "not a SQLite database (or an encrypted one)")
+    return app_id, user_version, fresh
+
+
+class Engine:
+    """One connection's plumbing: statements with translated errors, transactions, the ladder."""
+
+    def __init__(self, conn: apsw.Connection, path: str) -> None:
+        self.conn = conn
+        self.path = path
+        self._depth = 0
+        self._committed_at: int | None = None  # the file's data version right after our last commit
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _fail(self, exc: apsw.Error, sql: str) -> NoReturn:
+        raise translate(exc, self.path) from None
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except apsw.Error as exc:
+            self._fail(exc, sql)
+
+    def _one(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        rows = self._rows(sql, args)
+        return rows[0] if rows else None
+
+    def _run(self, sql: str, args: Sequence[Any] = ()) -> None:
+        try:
+            self.conn.execute(sql, args)
+        except apsw.Error as exc:
+            self._fail(exc, sql)
+
+    def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        try:
+            self.conn.executemany(sql, rows)
+        except apsw.Error as exc:
+            self._fail(exc, sql)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
+
+    def begin(self) -> None:
+        """Start a write transaction: BEGIN IMMEDIATE takes the write lock (waiting up to the busy timeout),
+        so nothing read inside it can change before COMMIT."""
+        if self._depth:
+            raise RuntimeError("write transactions do not nest")
+        self._run("BEGIN IMMEDIATE")
+        self._depth = 1
+
+    def commit(self) -> None:
+        try:
+            self.conn.execute("COMMIT")
+        except apsw.Error as exc:
+            self.rollback()
+            self._fail(exc, "COMMIT")
+        self._depth = 0
+        self._committed_at = self.conn.data_version()
+
+    def others_committed(self) -> bool:
+        """Inside a transaction: whether another connection may have committed since our last commit
+        (a file-control call, no SQL; True when unsure)."""
+        return self._committed_at is None or self.conn.data_version() != self._committed_at
+
+    def rollback(self) -> None:
+        self._depth = 0
+        self._rollback()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One write transaction: committed on a clean exit, rolled back on an exception."""
+        self.begin()
+        try:
+            yield
+        except BaseException:
+            self.rollback()
+            raise
+        self.commit()
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A consistent read snapshot across several queries (joins an open transaction)."""
+        if self._depth:
+            yield
+            return
+        self._run("BEGIN")
+        self._depth = 1
+        try:
+            yield
+        finally:
+            self._depth = 0
+            self._rollback()  # a read transaction has nothing to commit
+
+    def _rollback(self) -> None:
+        if not self.conn.get_autocommit():
+            try:
+                self.conn.execute("ROLLBACK")
+            except apsw.Error:
+                pass  # SQLite already rolled back (e.g. after SQLITE_FULL)
+
+    def migrate(self) -> None:
+        """Apply the schema files above the file's user_version, all in one transaction."""
+        with self.write():
+            current = self._one("PRAGMA user_version")[0]  # re-read: another process may have migrated
+            if current >= SCHEMA_VERSION:
+                return
+            for number, name, sql in schema_files():
+                if number > current:
+                    try:
+                        self.conn.execute(sql)
+                    except apsw.Error as exc:
+                        raise errors.SchemaError(self.path, f"applying {name} failed: {exc}") from None
+            self._run(f"PRAGMA application_id = {APPLICATION_ID:d}")
+            self._run(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except apsw.Error as exc:
+            raise translate(exc, self.path) from None
+
+    def schema_version(self) -> int:
+        return self._one("PRAGMA user_version")[0]

@@ -1,0 +1,217 @@
+"""The LangGraph saver's tables (eventckpt.langgraph; schema/004_langgraph.sql)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+import orjson
+
+from .engine import Engine
+from .rows import S_COLS, STREAM_COLS, VERSION_COLS, StreamRow
+
+
+@dataclass(frozen=True, slots=True)
+class LangGraphRow:
+    """A LangGraph checkpoint as the saver lists it: where its state lives and what LangGraph adds."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    stream: str  # the name of the stream holding its version
+    version: int
+    metadata: str | None
+    parent_id: str | None  # the checkpoint id of the previous version of its lineage
+    writes: str | None  # JSON array of [task id, [[idx, channel, encoding, value], ...]] in writes order
+
+
+# The parent is the previous version of the lineage: in the same stream, or (for a fork's first own
+# version) the fork point, which the saver always takes in the stream that owns it. Writes come back in
+# writes_sort_key order (task_path, task_id, idx).
+_LG_CHECKPOINTS = """
+SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id, s.name, c.version, v.metadata,
+  (SELECT p.checkpoint_id FROM checkpoint_ids AS p
+    WHERE p.stream_id = CASE WHEN c.version - 1 > coalesce(s.fork_version, 0) THEN s.id ELSE s.parent_id END
+      AND p.version = c.version - 1),
+  (SELECT '[' || group_concat('[' || json_quote(w.task_id) || ',' || w.writes || ']', ','
+                               ORDER BY w.task_path, w.task_id) || ']'
+     FROM langgraph_writes AS w
+    WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = t.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
+FROM langgraph_threads AS t
+JOIN checkpoint_ids AS c ON c.tree_id = t.tree_id
+JOIN streams AS s ON s.id = c.stream_id
+JOIN versions AS v ON v.stream_id = c.stream_id AND v.version = c.version
+WHERE {where}
+ORDER BY c.checkpoint_id DESC
+LIMIT ?
+"""
+
+
+class LangGraphTables(Engine):
+    """Threads, namespaces, pending writes and checkpoint listings of the LangGraph saver."""
+
+    def langgraph_tree(self, thread_id: str, checkpoint_ns: str) -> tuple[StreamRow, int] | None:
+        """The root stream of a thread's namespace and the root's head version."""
+        row = self._one(
+            f"SELECT {S_COLS}, coalesce((SELECT max(version) FROM versions WHERE stream_id = s.id), 0)"
+            " FROM langgraph_threads AS t JOIN streams AS s ON s.id = t.tree_id"
+            " WHERE t.thread_id = ? AND t.checkpoint_ns = ?",
+            (thread_id, checkpoint_ns),
+        )
+        return (StreamRow(*row[:6]), row[6]) if row else None
+
+    def langgraph_trees(self, thread_id: str) -> list[tuple[str, StreamRow]]:
+        """(namespace, root stream) of every namespace of a thread."""
+        rows = self._rows(
+            f"SELECT t.checkpoint_ns, {S_COLS} FROM langgraph_threads AS t JOIN streams AS s ON s.id = t.tree_id"
+            " WHERE t.thread_id = ? ORDER BY t.checkpoint_ns",
+            (thread_id,),
+        )
+        return [(r[0], StreamRow(*r[1:])) for r in rows]
+
+    def langgraph_set_tree(self, thread_id: str, checkpoint_ns: str, tree_id: int, replaces: int | None = None) -> bool:
+        """Point a thread's namespace at a stream tree: a new row when `replaces` is None, else only if it
+        still points at `replaces`. False when that did not hold (someone else changed it)."""
+        if replaces is None:
+            try:
+                self.conn.execute(
+                    "INSERT INTO langgraph_threads (thread_id, checkpoint_ns, tree_id) VALUES (?, ?, ?)",
+                    (thread_id, checkpoint_ns, tree_id),
+                )
+            except apsw.ConstraintError:
+                return False
+            except apsw.Error as exc:
+                self._fail(exc, "INSERT INTO langgraph_threads")
+            return True
+        self._run(
+            "UPDATE langgraph_threads SET tree_id = ? WHERE thread_id = ? AND checkpoint_ns = ? AND tree_id = ?",
+            (tree_id, thread_id, checkpoint_ns, replaces),
+        )
+        return self.conn.changes() == 1
+
+    def langgraph_forget(self, thread_id: str, checkpoint_ns: str, checkpoint_ids: Sequence[str] | None = None) -> None:
+        """Delete a namespace's writes for `checkpoint_ids`, or (None) its writes and its tree row."""
+        if checkpoint_ids is None:
+            args: tuple[Any, ...] = (thread_id, checkpoint_ns)
+            self._run("DELETE FROM langgraph_writes WHERE thread_id = ? AND checkpoint_ns = ?", args)
+            self._run("DELETE FROM langgraph_threads WHERE thread_id = ? AND checkpoint_ns = ?", args)
+            return
+        self._run(
+            "DELETE FROM langgraph_writes WHERE thread_id = ? AND checkpoint_ns = ?"
+            " AND checkpoint_id IN (SELECT value FROM json_each(?))",
+            (thread_id, checkpoint_ns, orjson.dumps(list(checkpoint_ids)).decode()),
+        )
+
+    def langgraph_locate(self, tree_id: int, checkpoint_id: str) -> tuple[StreamRow, int, int] | None:
+        """(stream holding it, its version, that stream's head version) of a checkpoint id in a tree."""
+        row = self._one(
+            f"SELECT {S_COLS}, c.version, (SELECT max(version) FROM versions WHERE stream_id = s.id)"
+            " FROM checkpoint_ids AS c JOIN streams AS s ON s.id = c.stream_id"
+            " WHERE c.tree_id = ? AND c.checkpoint_id = ?",
+            (tree_id, checkpoint_id),
+        )
+        return (StreamRow(*row[:6]), row[6], row[7]) if row else None
+
+    def langgraph_checkpoints(
+        self,
+        *,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        checkpoint_id: str | None = None,
+        before: str | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
+        limit: int | None = None,
+    ) -> list[LangGraphRow]:
+        """Checkpoints newest first (by checkpoint id), each with its metadata, its parent's checkpoint id
+        and its writes, in one query. `metadata` holds (JSON path, JSON value) pairs that must all match."""
+        where, args = [], []
+        for column, value, test in (
+            ("t.thread_id", thread_id, "="), ("t.checkpoint_ns", checkpoint_ns, "="),
+            ("c.checkpoint_id", checkpoint_id, "="), ("c.checkpoint_id", before, "<"),
+        ):
+            if value is not None:
+                where.append(f"{column} {test} ?")
+                args.append(value)
+        for path, value in metadata:
+            where.append("json_extract(v.metadata, ?) IS json_extract(?, '$')")
+            args += [path, value]
+        args.append(-1 if limit is None else limit)
+        rows = self._rows(
+            _LG_CHECKPOINTS.format(where=" AND ".join(where) or "1"),
+            args,
+        )
+        return [LangGraphRow(*r) for r in rows]
+
+    def langgraph_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str | None:
+        """The JSON array of one task's writes on a checkpoint."""
+        row = self._one(
+            "SELECT writes FROM langgraph_writes WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+            " AND task_id = ?",
+            (thread_id, checkpoint_ns, checkpoint_id, task_id),
+        )
+        return row[0] if row else None
+
+    def langgraph_set_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str,
+                             task_path: str, writes: str, *, replace: bool) -> bool:
+        """Store one task's writes; without `replace`, only if the task has none yet (False then)."""
+        self._run(
+            ("INSERT OR REPLACE" if replace else "INSERT OR IGNORE") + " INTO langgraph_writes (thread_id,"
+            " checkpoint_ns, checkpoint_id, task_id, task_path, writes) VALUES (?, ?, ?, ?, ?, ?)",
+            (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes),
+        )
+        return self.conn.changes() == 1
+
+    def langgraph_copy_writes(self, source: str, target: str, checkpoint_ns: str) -> None:
+        self._run(
+            "INSERT INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes)"
+            " SELECT ?, checkpoint_ns, checkpoint_id, task_id, task_path, writes FROM langgraph_writes"
+            " WHERE thread_id = ? AND checkpoint_ns = ?",
+            (target, source, checkpoint_ns),
+        )
+
+    def langgraph_runs(self, run_ids: Sequence[str]) -> list[tuple[str, str, str]]:
+        """(thread, namespace, checkpoint id) of every checkpoint whose metadata names one of the runs."""
+        return self._rows(
+            "SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id FROM versions AS v"
+            " JOIN checkpoint_ids AS c ON c.stream_id = v.stream_id AND c.version = v.version"
+            " JOIN streams AS s ON s.id = v.stream_id"
+            " JOIN langgraph_threads AS t ON t.tree_id = coalesce(s.root_id, s.id)"
+            " WHERE json_extract(v.metadata, '$.metadata.run_id') IS NOT NULL"
+            " AND json_extract(v.metadata, '$.metadata.run_id') IN (SELECT value FROM json_each(?))",
+            (orjson.dumps(list(run_ids)).decode(),),
+        )
+
+    def tree_streams(self, root_id: int) -> list[StreamRow]:
+        """The root and every stream forked from it (directly or not), oldest first (parents first)."""
+        rows = self._rows(
+            "WITH RECURSIVE sub(id) AS"
+            " (SELECT ? UNION ALL SELECT s.id FROM streams AS s JOIN sub ON s.parent_id = sub.id)"
+            f" SELECT {STREAM_COLS} FROM streams WHERE id IN sub ORDER BY id",
+            (root_id,),
+        )
+        return [StreamRow(*r) for r in rows]
+
+    def tree_fingerprint(self, tree_id: int) -> tuple[int, str | None]:
+        """(number of checkpoint ids, the greatest) of a tree: changes whenever a checkpoint is added."""
+        return tuple(self._one("SELECT count(*), max(checkpoint_id) FROM checkpoint_ids WHERE tree_id = ?", (tree_id,)))
+
+    def copy_stream_rows(self, source: int, target: int, target_tree: int) -> None:
+        """Copy a stream's versions, events, snapshots and checkpoint ids into an empty stream of the same
+        shape (same parent versions). Checksums stay valid: they chain over content, not stream ids."""
+        for sql in (
+            f"INSERT INTO versions ({VERSION_COLS}) SELECT ?, version, created_at, name, auto, metadata, usage,"
+            " event_count, event_bytes, checksum FROM versions WHERE stream_id = ?",
+            "INSERT INTO events (stream_id, version, seq, op, path, value)"
+            " SELECT ?, version, seq, op, path, value FROM events WHERE stream_id = ?",
+            "INSERT INTO snapshots (stream_id, version, state, manifest)"
+            " SELECT ?, version, state, manifest FROM snapshots WHERE stream_id = ?",
+        ):
+            self._run(sql, (target, source))
+        self._run(
+            "INSERT INTO checkpoint_ids (tree_id, checkpoint_id, stream_id, version)"
+            " SELECT ?, checkpoint_id, ?, version FROM checkpoint_ids WHERE stream_id = ?",
+            (target_tree, target, source),
+        )
+

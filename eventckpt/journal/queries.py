@@ -1,0 +1,283 @@
+"""Log, search, history, diff, verify and stats as SQL (schema/002_queries.sql)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+
+from .. import errors
+from ..paths import child_ranges
+from .engine import Engine
+from .rows import STREAM_COLS, EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRow, clip
+
+# -- query fragments (schema/002_queries.sql) --------------------------------------------------------
+
+# The partial index events_reshaping is used only by queries that repeat its WHERE clause verbatim.
+RESHAPING = "(e.op = 'delete' OR e.op = 'truncate' OR e.op = 'extend' OR (e.op = 'set' AND substr(e.value, 1, 1) = '['))"
+_DIRECT_GROUP_LIMIT = 500  # versions in a range below which grouping its events beats seeking every path
+
+_LOG_ROW = "v.stream_id, v.version, v.created_at, v.name, v.auto, v.metadata, v.usage"
+_LOG_COLS = _LOG_ROW + ", (SELECT c.checkpoint_id FROM checkpoint_ids AS c WHERE c.stream_id = v.stream_id AND c.version = v.version)"
+
+_HISTORY = ("SELECT e.stream_id, e.version, e.seq, e.op, e.path, {value}, v.created_at FROM events AS e INDEXED BY {index}"
+            " JOIN versions AS v ON v.stream_id = e.stream_id AND v.version = e.version"
+            " WHERE e.stream_id = ? AND {where} AND e.version BETWEEN ? AND ? ORDER BY e.version DESC, e.seq DESC LIMIT ?")
+
+_NEWEST = ("SELECT version, seq, op, path, value FROM events INDEXED BY events_by_path"
+           " WHERE stream_id = ? AND path = ? AND version BETWEEN ? AND ? ORDER BY version DESC, seq DESC LIMIT 1")
+_NEWEST_RESET = ("SELECT e.version, e.seq, e.op, e.path, e.value FROM events AS e INDEXED BY events_reshaping"
+                 f" WHERE e.stream_id = ? AND e.path = ? AND e.version BETWEEN ? AND ? AND {RESHAPING} AND e.op <> 'extend'"
+                 " ORDER BY e.version DESC, e.seq DESC LIMIT 1")
+
+# Distinct paths of a stream by a loose index scan (one seek each), with the last event of each in a range.
+_LOOSE_TOUCHED = """
+WITH RECURSIVE p(path) AS (
+    SELECT (SELECT min(path) FROM events INDEXED BY events_by_path WHERE stream_id = ?1)
+    UNION ALL
+    SELECT (SELECT min(path) FROM events INDEXED BY events_by_path WHERE stream_id = ?1 AND path > p.path)
+    FROM p WHERE p.path IS NOT NULL
+    LIMIT ?4)
+SELECT path, (SELECT (version << 32) | seq FROM events INDEXED BY events_by_path
+              WHERE stream_id = ?1 AND path = p.path AND version BETWEEN ?2 AND ?3 ORDER BY version DESC, seq DESC LIMIT 1)
+FROM p WHERE path IS NOT NULL"""
+
+_EXPECTED_TAGS = ("SELECT e.key, e.value, v.stream_id, v.version FROM versions AS v, json_each(v.metadata) AS e"
+                  " WHERE v.metadata IS NOT NULL AND (e.type = 'text' OR e.type = 'integer')")
+_INDEX_CHECKS = (
+    ("lacks", f"{_EXPECTED_TAGS} EXCEPT SELECT key, value, stream_id, version FROM metadata_index"),
+    ("has a stray row", f"SELECT key, value, stream_id, version FROM metadata_index EXCEPT {_EXPECTED_TAGS}"),
+)
+
+
+def _version_source(name: str | None, auto: bool | None, meta: Sequence[MetaFilter]) -> tuple[str, list[str], list[Any], str]:
+    """FROM clause, WHERE terms, their arguments and the alias that drives the scan for a filtered list of
+    versions: the name index, else metadata_index for a str/int metadata value, else versions itself."""
+    where: list[str] = []
+    args: list[Any] = []
+    driver = next((m for m in meta if m.indexed is not None), None) if name is None else None
+    if name is not None:
+        source, alias = "versions AS v INDEXED BY versions_by_name", "v"
+        where.append("v.name = ?")
+        args.append(name)
+    elif driver is not None:
+        source, alias = "metadata_index AS m JOIN versions AS v ON v.stream_id = m.stream_id AND v.version = m.version", "m"
+        where += ["m.key = ?", "m.value = ?"]
+        args += driver.indexed  # type: ignore[arg-type]
+    else:
+        source, alias = "versions AS v", "v"
+    if auto is not None:
+        where.append("v.auto = ?")
+        args.append(int(auto))
+    for m in meta:
+        if m is not driver:
+            where.append("v.metadata -> ? = json(?)")
+            args += [m.path, m.json]
+    return source, where, args, alias
+
+
+class Queries(Engine):
+    """Log, search, history, diff, verify and stats."""
+
+    # -- queries: log, search, history, diff, verify, stats (schema/002_queries.sql) ---------------
+    # Caller strings (names, paths, metadata keys and values) only ever travel as bound parameters: the
+    # SQL below is assembled from fixed fragments. INDEXED BY where SQLite, without statistics, would
+    # rather scan a stream's events by version than use the path indexes.
+
+    def log_rows(self, segments: Sequence[Segment], *, before: int | None, limit: int | None, name: str | None,
+                 auto: bool | None, meta: Sequence[MetaFilter]) -> list[LogRow]:
+        """The versions of a lineage that pass the filters, newest first (at most `limit`)."""
+        source, where, args, alias = _version_source(name, auto, meta)
+        ids = any(self._one("SELECT 1 FROM checkpoint_ids WHERE stream_id = ? AND version BETWEEN ? AND ? LIMIT 1",
+                            (seg.stream_id, seg.lo, seg.hi)) for seg in segments)
+        columns = _LOG_COLS if ids else _LOG_ROW + ", NULL"  # most lineages have no checkpoint ids
+        sql = (f"SELECT {columns} FROM {source} WHERE {' AND '.join(where + [f'{alias}.stream_id = ?', f'{alias}.version BETWEEN ? AND ?'])}"
+               f" ORDER BY {alias}.version DESC LIMIT ?")
+        out: list[LogRow] = []
+        for seg in reversed(segments):
+            hi = seg.hi if before is None else min(seg.hi, before - 1)
+            wanted = -1 if limit is None else limit - len(out)
+            if hi >= seg.lo and wanted:
+                out.extend(map(LogRow._make, self._rows(sql, [*args, seg.stream_id, seg.lo, hi, wanted])))
+        return out
+
+    def search_rows(self, *, name: str | None, meta: Sequence[MetaFilter], limit: int | None) -> list[LogRow]:
+        """Stored versions of every stream that pass the filters, newest first."""
+        source, where, args, _ = _version_source(name, None, meta)
+        sql = f"SELECT {_LOG_COLS} FROM {source}" + (f" WHERE {' AND '.join(where)}" if where else "")
+        return list(map(LogRow._make, self._rows(sql + " ORDER BY v.created_at DESC, v.stream_id, v.version DESC LIMIT ?",
+                                                 [*args, -1 if limit is None else limit])))
+
+    def history_rows(self, segments: Sequence[Segment], path: str, ancestors: Sequence[tuple[str, str, bool]],
+                     since: int, until: int, limit: int | None) -> list[HistoryRow]:
+        """Events at `path`, below it, and those at its ancestors that replace or remove it, newest first.
+
+        `ancestors` are (path, path relative to it, True when the ancestor is a list): a list ancestor is
+        read through events_reshaping, so its appends are never scanned.
+        """
+        below = child_ranges(path)
+        out: list[HistoryRow] = []
+        for seg in reversed(segments):
+            lo, hi = max(seg.lo, since), min(seg.hi, until)
+            wanted = -1 if limit is None else limit - len(out)
+            if lo > hi or not wanted:
+                continue
+            span = (lo, hi, wanted)
+            rows = self._rows(_HISTORY.format(value="e.value", index="events_by_path", where="e.path = ?"),
+                              (seg.stream_id, path, *span))
+            more = []
+            for start, stop in below:
+                more += self._rows(_HISTORY.format(value="e.value", index="events_by_path", where="e.path >= ? AND e.path < ?"),
+                                   (seg.stream_id, start, stop, *span))
+            for text, rel, is_list in ancestors:
+                index, ops = ("events_reshaping", f"{RESHAPING} AND e.op <> 'extend'") if is_list else ("events_by_path", "e.op IN ('set', 'delete')")
+                more += self._rows(_HISTORY.format(value="CASE e.op WHEN 'set' THEN e.value -> ? ELSE e.value END", index=index,
+                                                   where=f"e.path = ? AND {ops}"), (rel, seg.stream_id, text, *span))
+            if more:
+                rows += more
+                rows.sort(key=lambda r: (r[1], r[2]), reverse=True)
+            out.extend(map(HistoryRow._make, rows if limit is None else rows[:wanted]))
+        return out
+
+    # diff: what a range of events touched, and the value or list length of a path at a version
+
+    def touched(self, seg: Segment, after: int, upto: int) -> dict[str, tuple[int, int]]:
+        """Every path with an event in versions (after, upto] of one segment -> (version, seq) of its last.
+
+        A range of few events is grouped directly; a long one is answered by a loose scan of the path
+        index (one seek per distinct path), unless the stream has more distinct paths than that is worth.
+        """
+        lo, hi = max(seg.lo, after + 1), min(seg.hi, upto)
+        if lo > hi:
+            return {}
+        rows = None
+        if hi - lo >= _DIRECT_GROUP_LIMIT:  # versions: a lower bound of the events in the range
+            cap = (hi - lo) // 4
+            rows = self._rows(_LOOSE_TOUCHED, (seg.stream_id, lo, hi, cap + 1))
+            if len(rows) > cap:
+                rows = None
+        if rows is None:
+            rows = self._rows("SELECT path, max((version << 32) | seq) FROM events WHERE stream_id = ? AND version BETWEEN ? AND ?"
+                              " GROUP BY path", (seg.stream_id, lo, hi))
+        return {path: (last >> 32, last & 0xFFFFFFFF) for path, last in rows if last is not None}
+
+    def event_at(self, stream_id: int, version: int, seq: int) -> tuple[str, str, str | None]:
+        """(op, path, value) of one event."""
+        return self._one("SELECT op, path, value FROM events WHERE stream_id = ? AND version = ? AND seq = ?",
+                         (stream_id, version, seq))
+
+    def newest_event(self, segments: Sequence[Segment], path: str, upto: int, *, reset: bool = False) -> EventRow | None:
+        """The last event at exactly `path` with version <= upto (with `reset`: the last set of a list,
+        delete or truncate there, read from events_reshaping)."""
+        sql = _NEWEST_RESET if reset else _NEWEST
+        for seg in reversed(segments):
+            hi = min(seg.hi, upto)
+            if hi >= seg.lo:
+                row = self._one(sql, (seg.stream_id, path, seg.lo, hi))
+                if row:
+                    return row
+        return None
+
+    def growth(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int) -> int:
+        """How many items appends and extends at exactly `path` added after event `after` through `upto`.
+
+        Appends are counted in the path index without reading them; extends (rare) are read from
+        events_reshaping. The caller knows that nothing reset the list in that range.
+        """
+        total = 0
+        for seg, lo, hi in clip(segments, after[0] - 1, upto):
+            args = (seg.stream_id, path, after[0], after[1], lo, hi)
+            count = self._one("SELECT count(*) FROM events INDEXED BY events_by_path WHERE stream_id = ? AND path = ?"
+                              " AND (version, seq) > (?, ?) AND version BETWEEN ? AND ?", args)[0]
+            extends, items = self._one(
+                f"SELECT count(*), coalesce(sum(json_array_length(e.value)), 0) FROM events AS e INDEXED BY events_reshaping"
+                f" WHERE e.stream_id = ? AND e.path = ? AND (e.version, e.seq) > (?, ?) AND e.version BETWEEN ? AND ?"
+                f" AND {RESHAPING} AND e.op = 'extend'", args)
+            total += count - extends + items
+        return total
+
+    def item_deletes(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int) -> list[str]:
+        """Paths of deletes below the list at `path` after event `after` through `upto` (the caller keeps
+        those of its items)."""
+        out: list[str] = []
+        for seg, lo, hi in clip(segments, after[0] - 1, upto):
+            out.extend(r[0] for r in self._rows(
+                f"SELECT e.path FROM events AS e INDEXED BY events_reshaping WHERE e.stream_id = ? AND e.path >= ? AND e.path < ?"
+                f" AND (e.version, e.seq) > (?, ?) AND e.version BETWEEN ? AND ? AND {RESHAPING} AND e.op = 'delete'",
+                (seg.stream_id, path + "[", path + "\\", after[0], after[1], lo, hi)))
+        return out
+
+    def json_at(self, segments: Sequence[Segment], version: int, seq: int, rel: str, *, text: bool = False
+                ) -> tuple[str | None, int | None, str | None, bool]:
+        """(JSON type, array length, JSON text when `text`) of the part at `rel` ('$': all) of one event's
+        value, and whether the value holds tagged forms (a "$dict" hides its keys from JSON paths)."""
+        owner = next(s for s in segments if s.lo <= version <= s.hi)
+        return self._one("SELECT json_type(value, ?1), json_array_length(value, ?1), CASE WHEN ?2 THEN value -> ?1 END,"
+                         " instr(value, '{\"$') > 0 FROM events WHERE stream_id = ?3 AND version = ?4 AND seq = ?5",
+                         (rel, text, owner.stream_id, version, seq))
+
+    def touched_below(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int) -> bool:
+        """Whether any event below `path` lies after event `after` through version `upto`."""
+        for seg, lo, hi in clip(segments, after[0] - 1, upto):
+            for start, stop in child_ranges(path):
+                if self._one("SELECT 1 FROM events INDEXED BY events_by_path WHERE stream_id = ? AND path >= ? AND path < ?"
+                             " AND (version, seq) > (?, ?) AND version BETWEEN ? AND ? LIMIT 1",
+                             (seg.stream_id, start, stop, after[0], after[1], lo, hi)):
+                    return True
+        return False
+
+    # verify and stats
+
+    def streams_all(self) -> list[StreamRow]:
+        return [StreamRow(*r) for r in self._rows(f"SELECT {STREAM_COLS} FROM streams ORDER BY id")]
+
+    def extent(self, stream_id: int) -> tuple[int, int]:
+        """The lowest and highest version of the stream in versions, events or snapshots ((0, 0): none)."""
+        bounds = [self._one(f"SELECT min(version), max(version) FROM {t} WHERE stream_id = ?", (stream_id,))
+                  for t in ("versions", "events", "snapshots")]
+        return min((lo for lo, _ in bounds if lo is not None), default=0), max((hi or 0 for _, hi in bounds), default=0)
+
+    def snapshot_versions(self, stream_id: int) -> list[int]:
+        return [r[0] for r in self._rows("SELECT version FROM snapshots WHERE stream_id = ? ORDER BY version", (stream_id,))]
+
+    def snapshot_row(self, stream_id: int, version: int) -> tuple[str, str]:
+        """(state, manifest) of one snapshot."""
+        return self._one("SELECT state, manifest FROM snapshots WHERE stream_id = ? AND version = ?", (stream_id, version))
+
+    def integrity_problems(self) -> list[str]:
+        """What PRAGMA integrity_check and foreign_key_check find, and metadata_index rows that disagree
+        with versions.metadata (empty when the file is sound)."""
+        out = [r[0] for r in self._rows("PRAGMA integrity_check") if r[0] != "ok"]
+        out += [f"foreign key: {table} row {rowid} has no {parent} row" for table, rowid, parent, _ in self._rows("PRAGMA foreign_key_check")]
+        for label, sql in _INDEX_CHECKS:
+            out += [f"metadata_index {label}: stream {r[2]} version {r[3]} {r[0]!r}={r[1]!r}" for r in self._rows(sql)]
+        return out
+
+    def totals(self) -> dict[str, int]:
+        """Counts and bytes of the whole file (O(file): for stats, not for hot paths)."""
+        streams, forks = self._one("SELECT count(*), count(parent_id) FROM streams")
+        versions, event_bytes = self._one("SELECT count(*), coalesce(sum(event_bytes), 0) FROM versions")
+        events = self._one("SELECT count(*) FROM events")[0]
+        snapshots, snapshot_bytes = self._one("SELECT count(*), coalesce(sum(length(CAST(state AS BLOB)) + length(CAST(manifest AS BLOB))), 0) FROM snapshots")
+        page_size, pages, free = (self._one(f"PRAGMA {p}")[0] for p in ("page_size", "page_count", "freelist_count"))
+        return {"streams": streams, "forks": forks, "versions": versions, "events": events, "event_bytes": event_bytes,
+                "snapshots": snapshots, "snapshot_bytes": snapshot_bytes, "database_bytes": page_size * pages,
+                "free_bytes": page_size * free}
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run the caller's own SQL (the read-only `sql` command: the connection refuses writes) and
+        return its column names and rows."""
+        try:
+            cursor = self.conn.cursor()
+            cursor.execute(sql, args)
+            try:
+                columns = [d[0] for d in cursor.get_description()]
+            except apsw.ExecutionCompleteError:
+                return [], []
+            return columns, [tuple(r) for r in cursor]
+        except apsw.SQLError as exc:
+            raise errors.InvalidArgumentError("sql", sql, str(exc)) from None
+        except apsw.Error as exc:
+            self._fail(exc, sql)
+

@@ -1,0 +1,47 @@
+"""The module boundaries DESIGN.md names: only eventckpt/journal/ speaks SQL to the engine, and modules
+stay small."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import eventckpt
+
+PACKAGE = Path(eventckpt.__file__).parent
+JOURNAL = PACKAGE / "journal"
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_only_the_journal_imports_the_driver() -> None:
+    """No module outside eventckpt/journal/ imports apsw, so driver errors cannot escape untranslated."""
+    offenders = []
+    for path in _modules():
+        if JOURNAL in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.relative_to(PACKAGE)} imports {n}" for n in names if n.split(".")[0] in ("apsw", "sqlite3")]
+    assert offenders == []
+
+
+def test_only_the_journal_executes_statements() -> None:
+    """No module outside eventckpt/journal/ calls .execute/.executemany on anything."""
+    offenders = []
+    for path in _modules():
+        if JOURNAL in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in ("execute", "executemany", "conn"):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} .{node.attr}")
+    assert offenders == []
+
+
+def test_modules_stay_small() -> None:
+    """Every module is under 800 lines (one concept per module)."""
+    sizes = {str(p.relative_to(PACKAGE)): len(p.read_text(encoding="utf-8").splitlines()) for p in _modules()}
+    assert {name: n for name, n in sizes.items() if n >= 800} == {}
