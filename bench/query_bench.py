@@ -30,7 +30,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eventckpt  # noqa: E402
 from eventckpt.diffing import MISSING, _compare  # noqa: E402
-from w_native import run_tx  # noqa: E402
+from harness import Recorder  # noqa: E402
+from systems import EventckptTx  # noqa: E402
 
 TARGETS_MS = {"log": 10.0, "history": 50.0, "diff": 20.0}
 
@@ -105,6 +106,16 @@ def write_overhead(steps: int, workdir: str) -> None:
               f"{wo:7.1f} us without: ratio {w / wo:.3f}")
 
 
+def build_w(path: str, n: int) -> None:
+    """Workload W with transactions, as compare.py writes it (stream "w"; step v is version v + 1)."""
+    system = EventckptTx()
+    system.open(path)
+    try:
+        system.write(n, Recorder(path, n, None))
+    finally:
+        system.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=100_000)
@@ -120,7 +131,7 @@ def main() -> None:
     path = args.db or os.path.join(tempfile.mkdtemp(prefix="eventckpt-qbench-"), f"w-{args.steps}.db")
     if not os.path.exists(path):
         t0 = time.perf_counter()
-        run_tx(path, args.steps)
+        build_w(path, args.steps)
         print(f"built W with {args.steps} steps in {time.perf_counter() - t0:.0f} s: {path}", flush=True)
     with eventckpt.open(path) as store:
         task = store.stream("w")

@@ -1,0 +1,37 @@
+"""The benchmark scripts README names run end to end at a tiny size, so they cannot rot unnoticed
+(compare.py has its own test in test_compare.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _run(script: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_w_native_prints_ratios_to_the_bare_commit(tmp_path: Path) -> None:
+    """w_native.py runs W with transactions, save() and bare commits and prints their ratios."""
+    out = _run("w_native.py", "--steps", "150", "--restores", "3", "--dir", str(tmp_path))
+    assert "ratio tx/bare" in out and "ratio save/bare" in out
+
+
+def test_query_bench_builds_w_and_checks_the_targets(tmp_path: Path) -> None:
+    """query_bench.py builds W, then times log, history and diff against their targets and the naive way."""
+    db = tmp_path / "w.db"
+    out = _run("query_bench.py", "--steps", "200", "--repeat", "1", "--db", str(db), "--keep")
+    for line in ("log(3000)", "history(scratch.k05)", "diff("):
+        assert line in out
+    assert out.count("target") >= 3 and db.exists()
+
+
+def test_langgraph_bench_compares_the_savers(tmp_path: Path) -> None:
+    """langgraph_bench.py runs the same graph on EventCkptSaver and both SqliteSaver set-ups."""
+    out = _run("langgraph_bench.py", "--steps", "15", "--durability", "normal", "--dir", str(tmp_path))
+    assert "EventCkptSaver / SqliteSaver:" in out and "EventCkptSaver / SqliteSaver+DeltaChannel:" in out
