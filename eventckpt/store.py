@@ -186,6 +186,20 @@ class Store:
             self._check_open()
             yield self._journal
 
+    @contextmanager
+    def _batch(self) -> Iterator[Journal]:
+        """Many writes as one transaction (see Journal.batch). When it fails, every cache is dropped:
+        heads and rows it created or advanced were never committed (and stream ids may be reused)."""
+        with self._guard() as journal:
+            try:
+                with journal.batch():
+                    yield journal
+            except BaseException:
+                self._heads.clear()
+                self._rows.clear()
+                self._chains.clear()
+                raise
+
     def _chain(self, row: StreamRow) -> list[StreamRow]:
         """The stream's lineage, root first (immutable once created, so cached)."""
         chain = self._chains.get(row.id)

@@ -13,7 +13,7 @@ import attrs
 import orjson
 
 from . import ops, retention
-from .checkpoint import Checkpoint, ForkOrigin, format_time, now, parse_time, utc_now
+from .checkpoint import Checkpoint, ForkOrigin, format_time, now, utc_now
 from .errors import (
     ConflictError,
     DuplicateCheckpointIdError,
@@ -326,9 +326,12 @@ class CheckpointStore:
         checked: bool = False,
         tool_rows: Sequence[ToolRow] = (),
         created_at: str | None = None,
+        at: int | None = None,
     ) -> Checkpoint:
         """The one write path: diff or operations -> events, version row, snapshot, in one transaction.
 
+        `at` (imports only) numbers the new version above the head instead of head + 1: an exported
+        stream that retention thinned out keeps its version numbers.
         The cached head is trusted on the first attempt: if another process moved the stream since, the
         versions primary key (or the streams foreign key, for a deleted stream) refuses the insert, and
         the commit is redone once against a fresh read, still under the same write lock.
@@ -338,7 +341,7 @@ class CheckpointStore:
                            checkpoint_id=checkpoint_id)
         store = self.store
         meta_text = store.codec.encode_text(dict(metadata)) if metadata else None
-        options = (name, int(auto), meta_text, expected_version, checkpoint_id, tool_rows, created_at)
+        options = (name, int(auto), meta_text, expected_version, checkpoint_id, tool_rows, created_at, at)
         with store._lock:
             store._check_open()
             journal = store._journal
@@ -369,7 +372,8 @@ class CheckpointStore:
     def _attempt(self, trust: bool, produce: Callable[[dict[str, Any]], list[Any]], check_paths: bool,
                  usage_of: Callable[[dict[str, int | float]], dict[str, int | float]], name: str | None,
                  auto: int, meta_text: str | None, expected_version: int | None,
-                 checkpoint_id: str | None, tool_rows: Sequence[ToolRow], created_at: str | None) -> tuple[Any, ...]:
+                 checkpoint_id: str | None, tool_rows: Sequence[ToolRow], created_at: str | None,
+                 at: int | None) -> tuple[Any, ...]:
         """One try at a commit inside the open write transaction. The head's state is updated in place;
         the caller forgets the cached head if anything fails."""
         store = self.store
@@ -385,7 +389,9 @@ class CheckpointStore:
             if trust:  # nothing is applied yet: the cached head stays, to be caught up under the lock
                 raise _Stale()
             raise ConflictError(self.task_id, expected_version, current)
-        version = current + 1
+        if at is not None and at <= current:
+            raise ConflictError(self.task_id, at - 1, current)
+        version = current + 1 if at is None else at
         try:
             rows, nbytes = _apply_events(store.codec, head, version, produce(head.state), check_paths)
         except PathError:

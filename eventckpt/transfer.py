@@ -6,7 +6,7 @@ One JSON object per line:
     {"stream": "task-1", "parent": null, "fork_version": null, "created_at": "..."}
     {"stream": "task-1", "version": 1, "created_at": "...", "name": null, "auto": false,
      "metadata": {...} | null, "usage": {...} | null, "checkpoint_id": null,
-     "events": [["set", "$.step", 1], ["append", "$.messages", {...}], ...]}
+     "events": [["set", "$.step", 1], ["append", "$.messages", {...}], ...], "checksum": "..."}
     ...
 
 A stream is exported with its whole lineage as its own versions (a fork's shared versions are copied
@@ -14,7 +14,10 @@ from its ancestors), so the export stands alone; with forks, every fork below it
 line naming its parent and fork version, then its own versions. Values are the stored JSON, embedded
 as is (tagged forms included). Import replays every version through the ordinary write path with the
 exported time, name, metadata, usage and checkpoint id, so each version's state is identical and its
-snapshots follow the importing store's policy.
+snapshots follow the importing store's policy. Version numbers are kept, holes included (retention
+folds removed versions into the next kept one), and each imported version must reproduce its exported
+checksum, which chains over the versions before it: a version missing from the lines is refused. The
+whole import is one transaction.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .errors import EventCkptError, InvalidArgumentError, StreamExistsError, StreamNotFoundError
+from .errors import InvalidArgumentError, StreamExistsError, StreamNotFoundError
 from .journal import Segment, StreamRow, segments_for
 from .checkpoint import parse_time
 from .ops import DELETE, EXTEND, INCR, OPS, TRUNCATE
@@ -75,27 +78,23 @@ def _versions(store: Store, row: StreamRow, upto: int, after: int) -> Iterator[b
             "stream": row.name, "version": v.version, "created_at": v.created_at, "name": v.name, "auto": bool(v.auto),
             "metadata": orjson.Fragment(v.metadata) if v.metadata else None,
             "usage": orjson.Fragment(v.usage) if v.usage else None,
-            "checkpoint_id": ids.get(v.version), "events": events.get(v.version, []),
+            "checkpoint_id": ids.get(v.version), "events": events.get(v.version, []), "checksum": v.checksum.hex(),
         }) + b"\n" for v in vrows]
         yield from lines
 
 
 def import_lines(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None = None) -> list[str]:
-    """See Store.import_lines. `progress(n)` is called with the size of every line read."""
-    created: list[str] = []
-    try:
+    """See Store.import_lines. `progress(n)` is called with the size of every line read.
+
+    The whole import is one write transaction (Store._batch): a bad line, an exception or a killed
+    process leaves the file as it was, never a partial stream. Other writers wait for it."""
+    created: dict[str, int] = {}  # stream -> its last imported version (its fork version at first)
+    with store._batch():
         _import(store, lines, progress, created)
-    except BaseException:
-        for name in reversed(created):
-            try:
-                store.delete_stream(name, forks=True)
-            except EventCkptError:
-                pass  # already gone with its parent
-        raise
-    return created
+    return list(created)
 
 
-def _import(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None, created: list[str]) -> None:
+def _import(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None, created: dict[str, int]) -> None:
     header = True
     for number, line in enumerate(lines, 1):
         if progress:
@@ -125,25 +124,30 @@ def _field(record: dict[str, Any], name: str, types: tuple[type, ...], number: i
     return value
 
 
-def _import_stream(store: Store, record: dict[str, Any], number: int, created: list[str]) -> None:
+def _import_stream(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> None:
     name = _field(record, "stream", (str,), number)
     parent = _field(record, "parent", (str, type(None)), number)
     if store.stream(name).exists():
         raise StreamExistsError(name)
+    if name in created:
+        raise InvalidArgumentError("line", number, f"stream {name!r} comes twice")
     if parent is None:
-        created.append(name)  # a root stream is created by its first version
+        created[name] = 0  # a root stream is created by its first version
         return
     if parent not in created:
         raise InvalidArgumentError("line", number, f"stream {name!r} forks from {parent!r}, which this import has not created")
-    store.stream(parent).fork(at=_field(record, "fork_version", (int,), number), task_id=name)
-    created.append(name)
+    at = _field(record, "fork_version", (int,), number)
+    store.stream(parent).fork(at=at, task_id=name)
+    created[name] = at
 
 
-def _import_version(store: Store, record: dict[str, Any], number: int, created: list[str]) -> None:
+def _import_version(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> None:
     name = _field(record, "stream", (str,), number)
     if name not in created:
         raise InvalidArgumentError("line", number, f"a version of {name!r} comes before its stream line")
     version = _field(record, "version", (int,), number)
+    if version <= created[name]:  # holes are fine (retention leaves them); going back is not
+        raise InvalidArgumentError("line", number, f"version {version} of {name!r} does not come after version {created[name]}")
     stream = store.stream(name)
     codec = store.codec
     recorded = []
@@ -167,6 +171,14 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
         lambda head: recorded, True, lambda prev: usage,
         metadata=codec.decode(orjson.dumps(metadata)) if metadata is not None else None,
         name=_field(record, "name", (str, type(None)), number), auto=_field(record, "auto", (bool,), number),
-        expected_version=version - 1, checkpoint_id=_field(record, "checkpoint_id", (str, type(None)), number),
+        expected_version=None, at=version, checkpoint_id=_field(record, "checkpoint_id", (str, type(None)), number),
         created_at=created_at,
     )
+    created[name] = version
+    checksum = record.get("checksum")  # absent in hand-written lines; when present it must chain
+    if checksum is not None:
+        found = store._journal.stream_and_head(name)
+        vrow = store._journal.version_row(found[0].id, version) if found else None
+        if type(checksum) is not str or vrow is None or vrow.checksum.hex() != checksum:
+            raise InvalidArgumentError("line", number, f"version {version} of {name!r} does not match its checksum"
+                                       " (a damaged export, or a version missing before it)")

@@ -4,6 +4,9 @@ version, forks included; a bad import keeps nothing."""
 from __future__ import annotations
 
 import datetime as dt
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -127,3 +130,56 @@ def test_unknown_stream_export(tmp_path: Path) -> None:
     """Exporting a stream that does not exist raises StreamNotFoundError."""
     with eventckpt.open(tmp_path / "a.db") as src, pytest.raises(eventckpt.StreamNotFoundError):
         list(src.export("nobody"))
+
+
+def test_a_pruned_stream_keeps_its_version_numbers(tmp_path: Path) -> None:
+    """An export of a stream that retention thinned out imports with the same versions and states."""
+    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+        task = src.stream("t")
+        for i in range(12):
+            task.save({"n": i, "items": list(range(i)), "flag": i % 3 == 0}, metadata={"i": i}, auto=i % 2 == 1)
+        task.prune(keep_last=6, auto_only=True)  # holes in the middle
+        task.prune(keep_last=4)  # and a cut at the start
+        dst.import_lines(src.export("t"))
+        copy = dst.stream("t")
+        assert copy.list_versions() == task.list_versions()
+        for v in task.list_versions():
+            assert strict_equal(copy.state(v), task.state(v)) and copy.get(v).metadata == task.get(v).metadata
+        assert dst.verify().ok
+
+
+KILLED_IMPORT = """
+import os, signal, sys
+import eventckpt
+store = eventckpt.open(sys.argv[1])
+seen = [0]
+def hook(cursor, sql, bindings):
+    if sql.startswith("INSERT INTO versions"):
+        seen[0] += 1
+        if seen[0] == int(sys.argv[3]):
+            os.kill(os.getpid(), signal.SIGKILL)
+    return True
+store._journal.conn.exec_trace = hook
+with open(sys.argv[2], "rb") as f:
+    store.import_lines(f)
+"""
+
+
+@pytest.mark.parametrize("kill_at", [1, 15, 40])
+def test_a_killed_import_leaves_nothing(tmp_path: Path, kill_at: int) -> None:
+    """A process SIGKILLed in the middle of an import leaves the file as it was: the import is one transaction."""
+    with eventckpt.open(tmp_path / "a.db") as src:
+        history(src)
+        (tmp_path / "export.jsonl").write_bytes(b"".join(src.export("main", forks=True)))
+    target = tmp_path / "b.db"
+    with eventckpt.open(target) as dst:
+        dst.stream("existing").save({"keep": 1})
+    before = journal_rows(target)
+    done = subprocess.run([sys.executable, "-c", KILLED_IMPORT, str(target), str(tmp_path / "export.jsonl"), str(kill_at)],
+                          capture_output=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    assert journal_rows(target) == before
+    with eventckpt.open(target) as dst:
+        assert dst.streams() == ["existing"] and dst.verify().ok
+        dst.import_lines((tmp_path / "export.jsonl").read_bytes().splitlines())  # and it can be done again
+        assert set(dst.streams()) == {"existing", "main", "fork", "deep"}

@@ -107,6 +107,7 @@ class Engine:
         self.path = path
         self._depth = 0
         self._committed_at: int | None = None  # the file's data version right after our last commit
+        self._batch = False  # inside batch(): write transactions are savepoints of one outer transaction
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -141,13 +142,21 @@ class Engine:
 
     def begin(self) -> None:
         """Start a write transaction: BEGIN IMMEDIATE takes the write lock (waiting up to the busy timeout),
-        so nothing read inside it can change before COMMIT."""
+        so nothing read inside it can change before COMMIT. Inside batch() it is a savepoint instead."""
         if self._depth:
-            raise RuntimeError("write transactions do not nest")
+            if not self._batch:
+                raise RuntimeError("write transactions do not nest (outside batch())")
+            self._run("SAVEPOINT inner")
+            self._depth += 1
+            return
         self._run("BEGIN IMMEDIATE")
         self._depth = 1
 
     def commit(self) -> None:
+        if self._depth > 1:  # a savepoint of batch(): durable only when the batch commits
+            self._run("RELEASE inner")
+            self._depth -= 1
+            return
         try:
             self.conn.execute("COMMIT")
         except apsw.Error as exc:
@@ -162,8 +171,37 @@ class Engine:
         return self._committed_at is None or self.conn.data_version() != self._committed_at
 
     def rollback(self) -> None:
+        if self._depth > 1:  # undo one savepoint of batch(); the outer transaction goes on
+            self._depth -= 1
+            if not self.conn.get_autocommit():
+                try:
+                    self.conn.execute("ROLLBACK TO inner; RELEASE inner")
+                except apsw.Error:
+                    pass  # SQLite already rolled the whole transaction back: batch() will fail at COMMIT
+            return
         self._depth = 0
         self._rollback()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One write transaction around many writes (an import): each write inside is a savepoint, and
+        all of them reach the file at the end, or none do (an exception, a killed process, a power cut)."""
+        self.begin()
+        self._batch = True
+        try:
+            yield
+        except BaseException:
+            self._batch = False
+            self._depth = 1
+            self.rollback()
+            raise
+        self._batch = False
+        if self._depth != 1:
+            raise RuntimeError("a write inside batch() was left open")
+        if self.conn.get_autocommit():  # SQLite rolled everything back under a savepoint (e.g. disk full)
+            self._depth = 0
+            raise errors.StorageError(f"{self.path}: the batch was rolled back by SQLite", code="rollback")
+        self.commit()
 
     @contextmanager
     def write(self) -> Iterator[None]:
