@@ -13,8 +13,11 @@ progress and whether it must be absent afterwards:
                                   e.g. in the middle of a commit's WAL frames or of a checkpoint
 With power_loss, an io trigger first writes a random part of what is unsynced (tests/faultvfs).
 
-Operations are small functions in OPERATIONS (one version or one maintenance action each). Prune and
-import are built by other issues: their entries fail loudly until they are wired (see NotWired).
+Operations are small functions in OPERATIONS (one version or one maintenance action each). The
+maintenance actions in MAINTENANCE run now and then between versions: prune (retention: versions below
+a cut disappear, the rest must still restore exactly) and import (the stream is exported and imported as
+a copy named "copy:<n>:<source>"; a killed import must leave nothing, a finished one the whole copy).
+Each writes an intent line ("p"/"i") before it starts, so the Verifier knows where holes may appear.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import orjson
 
 import eventckpt
 from eventckpt.integrity import ROOT, version_checksum
@@ -48,10 +52,6 @@ POLICIES = {
     "every": eventckpt.SnapshotPolicy.every_version(),
     "never": eventckpt.SnapshotPolicy.never(),
 }
-
-
-class NotWiredError(RuntimeError):
-    """A kill-harness operation whose feature is not merged yet was enabled."""
 
 
 # -- the writer (child process) ---------------------------------------------------------------------
@@ -126,7 +126,7 @@ class Writer:
     # -- the plan ---------------------------------------------------------------------------------
 
     def run(self) -> None:
-        names = self.store.streams()
+        names = [n for n in self.store.streams() if not is_copy(n)]  # copies are checked, never continued
         todo = [n for n in names if self.store.stream(n).version < wmodel.target_len(n)]
         roots = sum(1 for n in names if "~" not in n)
         models: dict[str, tuple[wmodel.Version, dict[int, wmodel.Version]]] = {}
@@ -158,7 +158,7 @@ class Writer:
             models[name] = (model, recent)
             for extra in self.ops:
                 if extra in MAINTENANCE and self.rng.random() < 0.02:
-                    self.phase = extra
+                    self.phase, self.in_progress = extra, ("", 0)
                     MAINTENANCE[extra](self, task)
             if version >= wmodel.target_len(name):
                 todo.pop()
@@ -210,47 +210,48 @@ def op_fork(w: Writer, task: eventckpt.CheckpointStore, at: int, child: str) -> 
     w.acknowledge("F", child)
 
 
-class NotWired:
-    """An operation of a feature built by another issue. Enabling it fails loudly until the lead wires
-    it after the merge: implement it like op_fork (do the call, then w.report a line the Verifier
-    understands) and replace this entry in MAINTENANCE."""
+def is_copy(name: str) -> bool:
+    return name.startswith("copy:")
 
-    def __init__(self, name: str, issue: int, what: str) -> None:
-        self.name, self.issue, self.what = name, issue, what
 
-    def error(self) -> NotWiredError:
-        return NotWiredError(
-            f"kills during {self.name} are not wired yet: {self.name} comes with issue {self.issue}. After "
-            f"merging it, replace MAINTENANCE[{self.name!r}] in tests/killkit.py with a function that "
-            f"{self.what}, and teach Verifier about its report line."
-        )
+def source_of(name: str) -> str:
+    """The stream a copy was imported from (the stream itself when it is not a copy)."""
+    return name.split(":", 2)[2] if is_copy(name) else name
 
-    def __call__(self, *args: Any) -> None:
-        raise self.error()
+
+def op_prune(w: Writer, task: eventckpt.CheckpointStore) -> None:
+    # keep_last >= 8: W's rollbacks go back at most 6 versions, so the versions they need stay
+    w.report("p", task.task_id)
+    pruned = task.prune(keep_last=w.rng.randint(8, 40))
+    w.acknowledge("P", task.task_id, task.version, ",".join(map(str, pruned.removed)))
+
+
+def op_import(w: Writer, task: eventckpt.CheckpointStore) -> None:
+    copy = f"copy:{sum(1 for n in w.store.streams() if is_copy(n))}:{task.task_id}"
+    head = task.version
+    lines = []
+    for line in w.store.export(task.task_id):
+        record = orjson.loads(line)
+        if "stream" in record:
+            record["stream"] = copy
+        lines.append(orjson.dumps(record))
+    w.report("i", copy, task.task_id, head)
+    w.store.import_lines(lines)
+    w.acknowledge("I", copy, task.task_id, head)
 
 
 OPERATIONS: dict[str, Callable[..., None]] = {
     "init": op_init, "tx": op_tx, "save": op_save, "rollback": op_rollback, "fork": op_fork,
 }
-MAINTENANCE: dict[str, Callable[..., None]] = {
-    # prune(keep_last=N) on the stream, then report ("P", stream, lowest kept version); the Verifier
-    # must then accept a contiguous range lo..head of versions instead of 1..head
-    "prune": NotWired("prune", 4, "prunes the stream being written and reports the lowest kept version"),
-    # export the stream and import it under a new name, then report ("I", new name, source); the
-    # Verifier must check every version of the copy against the source's model
-    "import": NotWired("import", 3, "exports the stream, imports it as a new stream and reports both names"),
-}
-DEFAULT_OPS = ("tx", "save", "rollback", "fork")
+MAINTENANCE: dict[str, Callable[..., None]] = {"prune": op_prune, "import": op_import}
+DEFAULT_OPS = ("tx", "save", "rollback", "fork", "prune", "import")
 
 
 def check_ops(ops: tuple[str, ...]) -> None:
-    """Refuse, before anything runs, an operation that does not exist or is not wired yet."""
+    """Refuse, before anything runs, an operation that does not exist."""
     for name in ops:
-        entry = MAINTENANCE.get(name) or OPERATIONS.get(name)
-        if entry is None:
+        if name not in MAINTENANCE and name not in OPERATIONS:
             raise ValueError(f"unknown operation {name!r}; known: {sorted(OPERATIONS) + sorted(MAINTENANCE)}")
-        if isinstance(entry, NotWired):
-            raise entry.error()
 
 
 # -- the verifier (parent process) ----------------------------------------------------------------
@@ -265,6 +266,8 @@ class Totals:
     present: int = 0  # versions in the file at the end (each stream's own)
     streams: int = 0
     forks: int = 0
+    prunes: int = 0  # prunes acknowledged
+    copies: int = 0  # imports acknowledged
     lost: int = 0  # acknowledged versions missing after a power cut (allowed with durability="normal")
     max_lost: int = 0  # the most lost in one cut
     at_risk: int = 0  # the most acknowledged versions that were not yet synced at a cut
@@ -274,7 +277,8 @@ class Totals:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.kills.items()))
         text = (f"kills survived: {sum(self.kills.values())} ({kinds}); versions acknowledged: {self.reported}; "
                 f"restores compared with the model: {self.checked}; versions in the file: "
-                f"{self.present} in {self.streams} streams ({self.forks} forks)")
+                f"{self.present} in {self.streams} streams ({self.forks} forks, {self.copies} imported copies); "
+                f"prunes: {self.prunes}")
         if self.power:
             text += (f"; acknowledged but lost: {self.lost} (at most {self.max_lost} in one cut, when at most "
                      f"{self.at_risk} acknowledged versions were not yet synced)")
@@ -289,6 +293,20 @@ class Verifier:
         self.db = db
         self.rng = rng
         self.checked: dict[tuple[str, int], bytes] = {}  # versions compared with the model -> checksum
+        self.thinned: set[str] = set()  # streams a prune may have cut (its intent line was written)
+        self.copies: set[str] = set()  # copies an import may have made
+        self.own: dict[str, list[int]] = {}  # each stream's own versions at the last verify
+
+    def note(self, reports: list[list[str]]) -> None:
+        """Take a life's intent lines: where a prune may have cut and which copies may exist. A prune
+        rechains the checksums of its stream tree, so those versions are compared afresh."""
+        for line in reports:
+            if line[0] == "p":
+                self.thinned.add(line[1])
+                root = line[1].split("~")[0]
+                self.checked = {k: c for k, c in self.checked.items() if k[0].split("~")[0] != root}
+            elif line[0] == "i":
+                self.copies.add(line[1])
 
     def verify(self, reports: list[list[str]], totals: Totals) -> dict[str, int]:
         """Everything in the module docstring; returns each stream's head."""
@@ -305,6 +323,11 @@ class Verifier:
                 assert heads.get(line[1], 0) >= int(line[2]), f"acknowledged {line[1]}@{line[2]} is missing"
             elif line[0] == "F":
                 assert line[1] in heads, f"acknowledged fork {line[1]} is missing"
+            elif line[0] == "P":
+                removed = {int(v) for v in line[3].split(",") if v}
+                assert not removed & set(self.own.get(line[1], ())), f"versions a finished prune removed are back in {line[1]}"
+            elif line[0] == "I":
+                assert heads.get(line[1]) == int(line[3]), f"the finished import {line[1]} is missing or incomplete"
         for key, checksum in self.checked.items():  # compared before: must be byte-for-byte the same
             assert checksums.get(key) == checksum, f"{key} changed after it was verified"
         self._content(heads, checksums, totals)
@@ -335,37 +358,63 @@ class Verifier:
             rows.setdefault(row[0], []).append(row)
         heads: dict[str, int] = {}
         checksums: dict[tuple[str, int], bytes] = {}
+        lineage: dict[str, list[int]] = {}  # the versions each stream sees (its ancestors' up to the fork)
+        fork_points: dict[int, set[int]] = {}
+        for sid, (_, parent, at) in streams.items():
+            if parent is not None:
+                fork_points.setdefault(parent, set()).add(at)
+        self.own = {}
         for sid in sorted(streams):  # parents before forks
             name, parent, at = streams[sid]
-            origin = wmodel.parent_of(name)
+            origin = None if is_copy(name) else wmodel.parent_of(name)
+            if is_copy(name):
+                assert parent is None and name in self.copies, f"{name!r} is not a copy an import made"
             assert (origin is None) == (parent is None), f"stream {name!r} is not one the plan makes"
             first = 1
             if origin is not None:
                 assert (names[parent], at) == origin, f"fork {name!r} has the wrong parent or fork version"
                 first = at + 1
             own = rows.get(sid, [])
-            assert [r[1] for r in own] == list(range(first, first + len(own))), f"{name!r} has a gap"
-            prev = ROOT if origin is None else checksums[(names[parent], at)] if at else ROOT
-            if origin is not None:  # the fork's view of its parent's versions up to the fork point
-                for v in range(1, at + 1):
-                    checksums[(name, v)] = checksums[(names[parent], v)]
+            versions = [r[1] for r in own]
+            assert all(v >= first for v in versions), f"{name!r} has versions of its parent"
+            if is_copy(name):
+                pass  # a copy has the holes its source had when exported; its content is checked below
+            elif name in self.thinned:
+                # a prune cuts a prefix: below the dense tail only versions a fork branches from stay
+                k = len(versions) - 1
+                while k > 0 and versions[k - 1] == versions[k] - 1:
+                    k -= 1
+                below = set(versions[:max(k, 0)])
+                assert below <= fork_points.get(sid, set()), f"{name!r} has holes a prune cannot make: {sorted(below)}"
+            else:
+                assert versions == list(range(first, first + len(own))), f"{name!r} has a gap"
+            seen = [v for v in lineage[names[parent]] if v <= at] if origin is not None else []
+            prev = checksums[(names[parent], at)] if origin is not None and at else ROOT
+            for v in seen:  # the fork's view of its parent's versions up to the fork point
+                checksums[(name, v)] = checksums[(names[parent], v)]
             for _, v, created, vname, auto, meta, usage, checksum in own:
                 expected = version_checksum(prev, v, created, vname, auto, meta, usage, events.get((sid, v), []))
                 assert expected == checksum, f"{name}@{v}: checksum chain broken"
                 checksums[(name, v)] = prev = checksum
-            heads[name] = first - 1 + len(own)
+            lineage[name] = seen + versions
+            self.own[name] = versions
+            heads[name] = versions[-1] if versions else first - 1
         return heads, checksums
 
     def _content(self, heads: dict[str, int], checksums: dict[tuple[str, int], bytes], totals: Totals) -> None:
         """Restore every version not compared yet (and a sample of older ones) and compare with the model."""
         again = self.rng.sample(sorted(self.checked), min(4, len(self.checked)))
         with eventckpt.open(self.db, readonly=True) as store:
+            seen: dict[str, list[int]] = {}
+            for n, v in checksums:
+                seen.setdefault(n, []).append(v)
             for name, head in heads.items():
-                todo = {v for v in range(1, head + 1) if (name, v) not in self.checked} | {v for n, v in again if n == name}
+                visible = seen.get(name, [])
+                todo = {v for v in visible if (name, v) not in self.checked} | {v for n, v in again if n == name}
                 if not todo:
                     continue
                 task = store.stream(name)
-                for v, model in wmodel.versions(name, max(todo)):
+                for v, model in wmodel.versions(source_of(name), max(todo)):
                     if v not in todo:
                         continue
                     cp = task.get(v)
@@ -386,6 +435,8 @@ KILL_KINDS: list[tuple[str, dict[str, Any], Callable[[random.Random], str | None
     ("inside a version's events", {}, lambda r: f"stmt:any:INSERT INTO events:{r.randint(1, 40)}"),
     ("before commit", {}, lambda r: f"stmt:any:COMMIT:{r.randint(1, 40)}"),
     ("inside a fork", {}, lambda r: f"stmt:fork:{r.choice(['INSERT INTO streams', 'COMMIT'])}:1"),
+    ("inside a prune", {}, lambda r: f"stmt:prune:{r.choice(['DELETE FROM events', 'UPDATE versions SET checksum', 'COMMIT'])}:1"),
+    ("inside an import", {}, lambda r: f"stmt:import:{r.choice(['INSERT INTO versions', 'INSERT INTO events', 'COMMIT'])}:{r.randint(1, 30)}"),
     ("mid-commit WAL write", {}, lambda r: f"io:write:wal:{r.randint(1, 150)}"),
     ("mid-checkpoint db write", {"autocheckpoint": 8}, lambda r: f"io:write:db:{r.randint(1, 12)}"),
 ]
@@ -452,13 +503,16 @@ def check_kill_marker(life: Life, heads: dict[str, int]) -> None:
                 assert heads.get(stream, 0) < version, f"{stream}@{version} exists after a kill before its commit ({line[1]})"
 
 
-def judge_power_cut(life: Life, heads: dict[str, int], totals: Totals, *, durability: str) -> None:
+def judge_power_cut(life: Life, heads: dict[str, int], totals: Totals, own: dict[str, list[int]], *,
+                    durability: str) -> None:
     """What a power cut may take: with "full" nothing acknowledged; with "normal" only versions
     acknowledged after the WAL was last synced (SQLite syncs it at checkpoints), and only a suffix of
     them: whatever survives is a prefix of the commit order."""
-    acked = [line for line in life.reports if line[0] in "VF"]
-    present = [(heads.get(l[1], 0) >= int(l[2])) if l[0] == "V" else (l[1] in heads) for l in acked]
-    assert present == sorted(present, reverse=True), "a power cut kept a later version but lost an earlier one"
+    acked = [line for line in life.reports if line[0] in ACKED]
+    present = [_durable(line, heads, own) for line in acked]
+    first_lost = present.index(False) if False in present else 0
+    odd = [(line[:3], p) for line, p in zip(acked[first_lost:], present[first_lost:]) if p][:6]
+    assert present == sorted(present, reverse=True), f"a power cut kept a later version but lost an earlier one: {odd}"
     synced_upto = max((int(l[-1]) for l in acked), default=0)  # operations whose WAL frames were synced
     lost = present.count(False)
     if durability == "full":
@@ -469,6 +523,21 @@ def judge_power_cut(life: Life, heads: dict[str, int], totals: Totals, *, durabi
     totals.lost += lost
     totals.max_lost = max(totals.max_lost, lost)
     totals.at_risk = max(totals.at_risk, len(acked) - synced_upto)
+
+
+ACKED = "VFPI"  # acknowledged operations: version, fork, prune, import
+
+
+def _durable(line: list[str], heads: dict[str, int], own: dict[str, list[int]]) -> bool:
+    """Whether an acknowledged operation is in the file."""
+    kind, name = line[0], line[1]
+    if kind == "V":
+        return heads.get(name, 0) >= int(line[2])
+    if kind == "P":  # the stream is there as it was at the prune, without what the prune removed
+        return heads.get(name, 0) >= int(line[2]) and not {int(v) for v in line[3].split(",") if v} & set(own.get(name, ()))
+    if kind == "I":
+        return heads.get(name) == int(line[3])
+    return name in heads
 
 
 def run_kills(
@@ -500,12 +569,14 @@ def run_kills(
         run_life(db, workdir, i, life, rng, ops)
         totals.kills[life.kind] += 1
         totals.reported += sum(1 for line in life.reports if line[0] == "V")
+        totals.prunes += sum(1 for line in life.reports if line[0] == "P")
+        verifier.note(life.reports)
         for suffix in ("-shm",) if life.options.get("vfs") == "powerloss" else ():
             (db.parent / (db.name + suffix)).unlink(missing_ok=True)  # shared memory does not survive power loss
-        acknowledged = [line for line in life.reports if line[0] in "VF"]
+        acknowledged = [line for line in life.reports if line[0] in ACKED]
         if after_kill is not None:  # power-loss runs judge this life's acknowledgements themselves
             heads = verifier.verify([], totals)
-            after_kill(life, heads, totals)
+            after_kill(life, heads, totals, verifier.own)
         else:
             heads = verifier.verify(acknowledged, totals)
         check_kill_marker(life, heads)
@@ -513,9 +584,10 @@ def run_kills(
             log(f"life {i + 1}/{kills}: {life.kind} {life.trigger or ''} -> {sum(heads.values())} versions in {len(heads)} streams")
     verifier.checked.clear()  # the final pass restores every version again
     heads = verifier.verify([], totals)
-    totals.present = sum(h - (wmodel.parent_of(n) or ("", 0))[1] for n, h in heads.items())
+    totals.present = sum(map(len, verifier.own.values()))
     totals.streams = len(heads)
-    totals.forks = sum(1 for n in heads if "~" in n)
+    totals.copies = sum(1 for n in heads if is_copy(n))
+    totals.forks = sum(1 for n in heads if "~" in n and not is_copy(n))
     return totals
 
 

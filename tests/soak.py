@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--power-cuts", type=int, default=50, help="power cuts per durability setting (default 50)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--ops", default=",".join(killkit.DEFAULT_OPS),
-                        help="operations the writers run (prune and import fail until they are wired)")
+                        help="operations the writers run (default: all of them)")
     parser.add_argument("--dir", type=Path, default=None, help="keep the files here (default: a temporary directory)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print a line per life")
     args = parser.parse_args(argv)
