@@ -16,28 +16,30 @@ def _modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
+def _nodes_outside_the_journal() -> list[tuple[str, ast.AST]]:
+    """(module, node) for every AST node of every module outside eventckpt/journal/."""
+    out = []
+    for path in _modules():
+        if JOURNAL not in path.parents:
+            name = str(path.relative_to(PACKAGE))
+            out += [(name, node) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))]
+    return out
+
+
 def test_only_the_journal_imports_the_driver() -> None:
     """No module outside eventckpt/journal/ imports apsw, so driver errors cannot escape untranslated."""
     offenders = []
-    for path in _modules():
-        if JOURNAL in path.parents:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            offenders += [f"{path.relative_to(PACKAGE)} imports {n}" for n in names if n.split(".")[0] in ("apsw", "sqlite3")]
+    for module, node in _nodes_outside_the_journal():
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        offenders += [f"{module} imports {n}" for n in names if n.split(".")[0] in ("apsw", "sqlite3")]
     assert offenders == []
 
 
 def test_only_the_journal_executes_statements() -> None:
-    """No module outside eventckpt/journal/ calls .execute/.executemany on anything."""
-    offenders = []
-    for path in _modules():
-        if JOURNAL in path.parents:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Attribute) and node.attr in ("execute", "executemany", "conn"):
-                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} .{node.attr}")
+    """No module outside eventckpt/journal/ calls .execute/.executemany or touches a connection."""
+    offenders = [f"{module}:{node.lineno} .{node.attr}" for module, node in _nodes_outside_the_journal()
+                 if isinstance(node, ast.Attribute) and node.attr in ("execute", "executemany", "conn")]
     assert offenders == []
 
 
