@@ -175,7 +175,8 @@ class Engine:
             self._depth -= 1
             if not self.conn.get_autocommit():
                 try:
-                    self.conn.execute("ROLLBACK TO inner; RELEASE inner")
+                    self.conn.execute("ROLLBACK TO inner")
+                    self.conn.execute("RELEASE inner")
                 except apsw.Error:
                     pass  # SQLite already rolled the whole transaction back: batch() will fail at COMMIT
             return
