@@ -14,10 +14,13 @@ progress and whether it must be absent afterwards:
 With power_loss, an io trigger first writes a random part of what is unsynced (tests/faultvfs).
 
 Operations are small functions in OPERATIONS (one version or one maintenance action each). The
-maintenance actions in MAINTENANCE run now and then between versions: prune (retention: versions below
-a cut disappear, the rest must still restore exactly) and import (the stream is exported and imported as
-a copy named "copy:<n>:<source>"; a killed import must leave nothing, a finished one the whole copy).
-Each writes an intent line ("p"/"i") before it starts, so the Verifier knows where holes may appear.
+maintenance actions in MAINTENANCE run now and then between versions: prune (retention, keep_last 8..40,
+sometimes auto_only so that holes fall between W's manual versions; the writer checks that it removed
+exactly what prune_plan works out from the plan) and import (the stream is exported at its head and
+imported as a copy named "copy:<n>:<source>", which the writer never continues). Each writes an intent
+line first ("p": the versions the prune will remove; "i": the versions the copy will hold), so the
+Verifier knows which holes are legitimate and checks that a killed prune removed all its versions or
+none, and that a killed import left nothing or the whole copy; every version left restores to the model.
 """
 
 from __future__ import annotations
@@ -187,7 +190,7 @@ def op_init(w: Writer, task: eventckpt.CheckpointStore, version: int, model: wmo
 
 def op_tx(w: Writer, task: eventckpt.CheckpointStore, version: int, model: wmodel.Version) -> None:
     s = wmodel.w_step(task.task_id, version)
-    with task.transaction(metadata=model.metadata, expected_version=version - 1) as tx:
+    with task.transaction(metadata=model.metadata, auto=model.auto, expected_version=version - 1) as tx:
         tx.append("messages", s.message)
         tx.set("step", version)
         for key, value in s.scratch.items():
@@ -196,7 +199,7 @@ def op_tx(w: Writer, task: eventckpt.CheckpointStore, version: int, model: wmode
 
 
 def op_save(w: Writer, task: eventckpt.CheckpointStore, version: int, model: wmodel.Version) -> None:
-    task.save(model.state, model.usage, metadata=model.metadata, expected_version=version - 1,
+    task.save(model.state, model.usage, metadata=model.metadata, auto=model.auto, expected_version=version - 1,
               checkpoint_id=model.checkpoint_id)
 
 
@@ -219,23 +222,55 @@ def source_of(name: str) -> str:
     return name.split(":", 2)[2] if is_copy(name) else name
 
 
+def numbers(text: str) -> set[int]:
+    """The version numbers of a report field ("3,4,9")."""
+    return {int(v) for v in text.split(",") if v}
+
+
+def prune_plan(store: eventckpt.Store, task: eventckpt.CheckpointStore, keep_last: int, auto_only: bool) -> set[int]:
+    """What prune must remove, worked out from the plan alone (the writer checks retention against it):
+    the stream's own versions outside the newest `keep_last` of its lineage (only W's automatic ones with
+    auto_only), except the head and the versions forks branch from (a fork S~a~b branches from S at a)."""
+    name, lineage = task.task_id, task.list_versions()
+    origin = wmodel.parent_of(name)
+    own = [v for v in lineage if v > (origin[1] if origin else 0)]
+    anchors = {int(n[len(name) + 1:].split("~")[0]) for n in store.streams() if n.startswith(name + "~")}
+    keep = set(lineage[-keep_last:]) | anchors | {lineage[-1]}
+    return {v for v in own if v not in keep and (wmodel.is_auto(name, v) or not auto_only)}
+
+
 def op_prune(w: Writer, task: eventckpt.CheckpointStore) -> None:
     # keep_last >= 8: W's rollbacks go back at most 6 versions, so the versions they need stay
-    w.report("p", task.task_id)
-    pruned = task.prune(keep_last=w.rng.randint(8, 40))
-    w.acknowledge("P", task.task_id, task.version, ",".join(map(str, pruned.removed)))
+    keep_last, auto_only = w.rng.randint(8, 40), w.rng.random() < 0.4
+    planned = prune_plan(w.store, task, keep_last, auto_only)
+    w.report("p", task.task_id, task.version, ",".join(map(str, sorted(planned))))
+    pruned = task.prune(keep_last=keep_last, auto_only=auto_only)
+    if set(pruned.removed) != planned:
+        raise AssertionError(f"prune(keep_last={keep_last}, auto_only={auto_only}) of {task.task_id} removed "
+                             f"{pruned.removed}, not {sorted(planned)}")
+    w.acknowledge("P", task.task_id, task.version, ",".join(map(str, pruned.removed)), int(auto_only))
+
+
+def copy_lines(store: eventckpt.Store, source: str, copy: str) -> tuple[list[bytes], list[int]]:
+    """`source` exported (at its head) with every line renamed to `copy`, and the versions it holds."""
+    lines, versions = [], []
+    for line in store.export(source):
+        record = orjson.loads(line)
+        if "stream" in record:
+            record["stream"] = copy
+        if "version" in record:
+            versions.append(record["version"])
+        lines.append(orjson.dumps(record))
+    return lines, versions
 
 
 def op_import(w: Writer, task: eventckpt.CheckpointStore) -> None:
     copy = f"copy:{sum(1 for n in w.store.streams() if is_copy(n))}:{task.task_id}"
     head = task.version
-    lines = []
-    for line in w.store.export(task.task_id):
-        record = orjson.loads(line)
-        if "stream" in record:
-            record["stream"] = copy
-        lines.append(orjson.dumps(record))
-    w.report("i", copy, task.task_id, head)
+    lines, versions = copy_lines(w.store, task.task_id, copy)
+    if versions != task.list_versions():
+        raise AssertionError(f"the export of {task.task_id} holds {versions}, not {task.list_versions()}")
+    w.report("i", copy, task.task_id, head, ",".join(map(str, versions)))
     w.store.import_lines(lines)
     w.acknowledge("I", copy, task.task_id, head)
 
@@ -267,6 +302,8 @@ class Totals:
     streams: int = 0
     forks: int = 0
     prunes: int = 0  # prunes acknowledged
+    auto_only: int = 0  # of which with auto_only
+    pruned: int = 0  # versions they removed
     copies: int = 0  # imports acknowledged
     lost: int = 0  # acknowledged versions missing after a power cut (allowed with durability="normal")
     max_lost: int = 0  # the most lost in one cut
@@ -278,7 +315,7 @@ class Totals:
         text = (f"kills survived: {sum(self.kills.values())} ({kinds}); versions acknowledged: {self.reported}; "
                 f"restores compared with the model: {self.checked}; versions in the file: "
                 f"{self.present} in {self.streams} streams ({self.forks} forks, {self.copies} imported copies); "
-                f"prunes: {self.prunes}")
+                f"prunes: {self.prunes} ({self.auto_only} auto_only) removing {self.pruned} versions")
         if self.power:
             text += (f"; acknowledged but lost: {self.lost} (at most {self.max_lost} in one cut, when at most "
                      f"{self.at_risk} acknowledged versions were not yet synced)")
@@ -289,24 +326,26 @@ class Verifier:
     """Checks a file after a kill: engine integrity, whole versions only, every acknowledged version
     present and equal to the model."""
 
-    def __init__(self, db: Path, rng: random.Random) -> None:
+    def __init__(self, db: Path, rng: random.Random, *, power_cuts: bool = False) -> None:
         self.db = db
         self.rng = rng
+        self.power_cuts = power_cuts  # a cut may also take versions a prune was about to remove
         self.checked: dict[tuple[str, int], bytes] = {}  # versions compared with the model -> checksum
-        self.thinned: set[str] = set()  # streams a prune may have cut (its intent line was written)
-        self.copies: set[str] = set()  # copies an import may have made
+        self.removed: dict[str, set[int]] = {}  # per stream, the versions its prunes removed
+        self.pending: list[tuple[str, int, list[int]]] = []  # the last life's prunes: (stream, head, plan)
+        self.copies: dict[str, list[int]] = {}  # copies an import may have made -> the versions exported
         self.own: dict[str, list[int]] = {}  # each stream's own versions at the last verify
 
     def note(self, reports: list[list[str]]) -> None:
-        """Take a life's intent lines: where a prune may have cut and which copies may exist. A prune
+        """Take a life's intent lines: what each prune will remove and which copies may exist. A prune
         rechains the checksums of its stream tree, so those versions are compared afresh."""
         for line in reports:
             if line[0] == "p":
-                self.thinned.add(line[1])
+                self.pending.append((line[1], int(line[2]), sorted(numbers(line[3]))))
                 root = line[1].split("~")[0]
                 self.checked = {k: c for k, c in self.checked.items() if k[0].split("~")[0] != root}
             elif line[0] == "i":
-                self.copies.add(line[1])
+                self.copies[line[1]] = sorted(numbers(line[4]))
 
     def verify(self, reports: list[list[str]], totals: Totals) -> dict[str, int]:
         """Everything in the module docstring; returns each stream's head."""
@@ -318,14 +357,14 @@ class Verifier:
             heads, checksums = self._structure(conn)
         finally:
             conn.close()
+        self.pending = []
         for line in reports:
             if line[0] == "V":
                 assert heads.get(line[1], 0) >= int(line[2]), f"acknowledged {line[1]}@{line[2]} is missing"
             elif line[0] == "F":
                 assert line[1] in heads, f"acknowledged fork {line[1]} is missing"
             elif line[0] == "P":
-                removed = {int(v) for v in line[3].split(",") if v}
-                assert not removed & set(self.own.get(line[1], ())), f"versions a finished prune removed are back in {line[1]}"
+                assert not numbers(line[3]) & set(self.own.get(line[1], ())), f"versions a finished prune removed are back in {line[1]}"
             elif line[0] == "I":
                 assert heads.get(line[1]) == int(line[3]), f"the finished import {line[1]} is missing or incomplete"
         for key, checksum in self.checked.items():  # compared before: must be byte-for-byte the same
@@ -334,7 +373,8 @@ class Verifier:
         return heads
 
     def _structure(self, conn: apsw.Connection) -> tuple[dict[str, int], dict[tuple[str, int], bytes]]:
-        """Stream rows as planned, dense versions, events and version rows agreeing, checksums chained."""
+        """Stream rows as planned, versions dense but for what prunes removed (each prune whole or not at
+        all), copies whole, events and version rows agreeing, checksums chained."""
         streams = {sid: (name, parent, at) for sid, name, parent, at in
                    conn.execute("SELECT id, name, parent_id, fork_version FROM streams")}
         names = {sid: row[0] for sid, row in streams.items()}
@@ -359,10 +399,6 @@ class Verifier:
         heads: dict[str, int] = {}
         checksums: dict[tuple[str, int], bytes] = {}
         lineage: dict[str, list[int]] = {}  # the versions each stream sees (its ancestors' up to the fork)
-        fork_points: dict[int, set[int]] = {}
-        for sid, (_, parent, at) in streams.items():
-            if parent is not None:
-                fork_points.setdefault(parent, set()).add(at)
         self.own = {}
         for sid in sorted(streams):  # parents before forks
             name, parent, at = streams[sid]
@@ -377,17 +413,13 @@ class Verifier:
             own = rows.get(sid, [])
             versions = [r[1] for r in own]
             assert all(v >= first for v in versions), f"{name!r} has versions of its parent"
-            if is_copy(name):
-                pass  # a copy has the holes its source had when exported; its content is checked below
-            elif name in self.thinned:
-                # a prune cuts a prefix: below the dense tail only versions a fork branches from stay
-                k = len(versions) - 1
-                while k > 0 and versions[k - 1] == versions[k] - 1:
-                    k -= 1
-                below = set(versions[:max(k, 0)])
-                assert below <= fork_points.get(sid, set()), f"{name!r} has holes a prune cannot make: {sorted(below)}"
+            if is_copy(name):  # the holes its source had when exported, and nothing else
+                assert versions == self.copies[name], f"{name!r} is not the whole export (a partial import)"
             else:
-                assert versions == list(range(first, first + len(own))), f"{name!r} has a gap"
+                self._settle_prunes(name, set(versions))
+                expected = set(range(first, versions[-1] + 1)) - self.removed.get(name, set()) if versions else set()
+                assert set(versions) == expected, (f"{name!r} has a gap no prune made or a version a prune removed:"
+                                                   f" {sorted(set(versions) ^ expected)}")
             seen = [v for v in lineage[names[parent]] if v <= at] if origin is not None else []
             prev = checksums[(names[parent], at)] if origin is not None and at else ROOT
             for v in seen:  # the fork's view of its parent's versions up to the fork point
@@ -399,7 +431,24 @@ class Verifier:
             lineage[name] = seen + versions
             self.own[name] = versions
             heads[name] = versions[-1] if versions else first - 1
+        for name in {p[0] for p in self.pending} - set(heads):  # a stream a power cut took whole
+            self._settle_prunes(name, set())
         return heads, checksums
+
+    def _settle_prunes(self, name: str, present: set[int]) -> None:
+        """Each prune of the last life took effect whole (none of its versions left, and the stream reaches
+        its head: a later prune may have removed that head) or not at all (all of them left; after a power
+        cut, which may also take versions it was to remove that were made earlier in that life, together
+        with everything after them, its oldest ones). What took effect joins the stream's removed versions."""
+        for stream, head, planned in self.pending:
+            if stream != name or not planned:
+                continue
+            left = [v for v in planned if v in present]
+            if not left and present and max(present) >= head:
+                self.removed.setdefault(name, set()).update(planned)
+            else:
+                assert left == planned or (self.power_cuts and left == planned[:len(left)]), \
+                    f"a prune of {name!r} was half done: {left} of {planned} are still there"
 
     def _content(self, heads: dict[str, int], checksums: dict[tuple[str, int], bytes], totals: Totals) -> None:
         """Restore every version not compared yet (and a sample of older ones) and compare with the model."""
@@ -419,7 +468,8 @@ class Verifier:
                         continue
                     cp = task.get(v)
                     assert cp.values == model.state, f"{name}@{v} does not restore to what was saved"
-                    assert (cp.token_usage, cp.metadata) == (model.usage, model.metadata), f"{name}@{v} header"
+                    assert (cp.token_usage, cp.metadata, cp.auto) == (model.usage, model.metadata, model.auto), \
+                        f"{name}@{v} header"
                     if model.checkpoint_id is not None:
                         assert task.find(model.checkpoint_id).version == v
                     totals.checked += 1
@@ -558,7 +608,7 @@ def run_kills(
     check_ops(ops)
     rng = random.Random(seed)
     eventckpt.open(db).close()  # created before the first life: later db writes are checkpoints only
-    verifier = Verifier(db, rng)
+    verifier = Verifier(db, rng, power_cuts=(options or {}).get("vfs") == "powerloss")
     totals = Totals()
     chosen = [k for k in table if kinds is None or k[0] in kinds]
     for i in range(kills):
@@ -569,7 +619,11 @@ def run_kills(
         run_life(db, workdir, i, life, rng, ops)
         totals.kills[life.kind] += 1
         totals.reported += sum(1 for line in life.reports if line[0] == "V")
-        totals.prunes += sum(1 for line in life.reports if line[0] == "P")
+        for line in life.reports:
+            if line[0] == "P":
+                totals.prunes += 1
+                totals.auto_only += int(line[4])
+                totals.pruned += len(numbers(line[3]))
         verifier.note(life.reports)
         for suffix in ("-shm",) if life.options.get("vfs") == "powerloss" else ():
             (db.parent / (db.name + suffix)).unlink(missing_ok=True)  # shared memory does not survive power loss

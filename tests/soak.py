@@ -4,7 +4,8 @@
     python -m tests.soak --kills 1000 --power-cuts 0 --seed 5 --dir /tmp/soak -v
 
 Prints the totals of each part: kills survived by kind, versions acknowledged, restores compared with
-the model, versions in the file, and what power cuts took. Exits non-zero at the first failed check.
+the model, versions in the file (forks and imported copies), prunes and what they removed, and what
+power cuts took. Exits non-zero at the first failed check.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--power-cuts", type=int, default=50, help="power cuts per durability setting (default 50)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--ops", default=",".join(killkit.DEFAULT_OPS),
-                        help="operations the writers run (default: all of them)")
+                        help="operations the writers run, comma-separated: versions by tx, save, rollback; fork; "
+                             "and now and then prune, import (default: all of them)")
     parser.add_argument("--dir", type=Path, default=None, help="keep the files here (default: a temporary directory)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print a line per life")
     args = parser.parse_args(argv)

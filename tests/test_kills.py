@@ -10,7 +10,9 @@ from pathlib import Path
 import apsw
 import pytest
 
-from . import killkit
+import eventckpt
+
+from . import killkit, wmodel
 
 KILLS = 27  # three of each kill kind; `python -m tests.soak` runs 200
 
@@ -39,15 +41,60 @@ def test_kill_markers_are_checked(tmp_path: Path) -> None:
         killkit.check_kill_marker(life, {markers[0][3]: int(markers[0][4])})
 
 
-def test_a_hole_no_prune_made_is_caught(tmp_path: Path) -> None:
-    """The Verifier accepts retention's holes only where a prune ran: a version deleted behind its back
-    (events and row) in a stream no prune touched fails the check."""
-    db = tmp_path / "w.db"
-    killkit.run_kills(db, tmp_path, 2, seed=5, ops=("tx", "save"), kinds=["timer"])
+def write_w(db: Path, name: str, upto: int) -> None:
+    """Versions 1..upto of a W stream, written directly (each as a whole-state save)."""
+    with eventckpt.open(db) as store:
+        task = store.stream(name)
+        for _, model in wmodel.versions(name, upto):
+            task.save(model.state, model.usage, metadata=model.metadata, auto=model.auto,
+                      checkpoint_id=model.checkpoint_id)
+
+
+def delete_version(db: Path, name: str, version: int) -> None:
     conn = apsw.Connection(str(db))
-    sid, version = conn.execute("SELECT stream_id, max(version) - 2 FROM versions GROUP BY stream_id LIMIT 1").fetchall()[0]
-    for table in ("snapshots", "events", "versions"):
+    (sid,) = conn.execute("SELECT id FROM streams WHERE name = ?", (name,)).fetchone()
+    for table in ("snapshots", "events", "checkpoint_ids", "versions"):
         conn.execute(f"DELETE FROM {table} WHERE stream_id = ? AND version = ?", (sid, version))
     conn.close()
-    with pytest.raises(AssertionError, match="has a gap|checksum chain broken"):
-        killkit.Verifier(db, random.Random(0)).verify([], killkit.Totals())
+
+
+def test_a_half_done_prune_is_caught(tmp_path: Path) -> None:
+    """A prune that was to remove versions 2 and 3 but removed only 2 fails the all-or-nothing check."""
+    db = tmp_path / "w.db"
+    write_w(db, "w0", 12)
+    verifier = killkit.Verifier(db, random.Random(0))
+    verifier.note([["p", "w0", "12", "2,3"]])
+    verifier.verify([], killkit.Totals())  # nothing removed yet: the prune did not happen
+    delete_version(db, "w0", 2)
+    verifier.note([["p", "w0", "12", "2,3"]])
+    with pytest.raises(AssertionError, match="was half done"):
+        verifier.verify([], killkit.Totals())
+
+
+def test_a_partial_copy_is_caught(tmp_path: Path) -> None:
+    """A copy that holds less than the export it was imported from (a partial import) fails the check."""
+    db = tmp_path / "w.db"
+    write_w(db, "w0", 12)
+    with eventckpt.open(db) as store:
+        lines, versions = killkit.copy_lines(store, "w0", "copy:0:w0")
+        store.import_lines(lines)
+    verifier = killkit.Verifier(db, random.Random(0))
+    verifier.note([["i", "copy:0:w0", "w0", "12", ",".join(map(str, versions))]])
+    totals = killkit.Totals()
+    verifier.verify([], totals)
+    assert totals.checked == 24  # every version of the stream and of its copy restores to the model
+    delete_version(db, "copy:0:w0", 12)
+    with pytest.raises(AssertionError, match="partial import"):
+        verifier.verify([], killkit.Totals())
+
+
+def test_a_hole_no_prune_made_is_caught(tmp_path: Path) -> None:
+    """The Verifier accepts retention's holes only where a prune planned them: a version deleted behind
+    its back (events and row) fails the check, even in a stream a prune touched."""
+    db = tmp_path / "w.db"
+    write_w(db, "w0", 12)
+    delete_version(db, "w0", 10)
+    verifier = killkit.Verifier(db, random.Random(0))
+    verifier.note([["p", "w0", "12", "2,3"]])
+    with pytest.raises(AssertionError, match=r"has a gap no prune made or a version a prune removed: \[10\]"):
+        verifier.verify([], killkit.Totals())

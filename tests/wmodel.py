@@ -4,9 +4,10 @@ The crash tests kill writers at arbitrary moments, so what a version holds must 
 killed writer remembered: everything is a function of (stream name, version). Roots are named w0, w1,
 ...; a fork of S at version v is named f"{S}~{v}". Version 1 of a root is the initial state; every
 later version of a stream is made by the op `op_at(stream, v)`:
-  tx        one W step recorded as a transaction (append the message, set step and 2 scratch keys, usage)
-  save      the same step saved as the whole state with save() (and a checkpoint id)
-  rollback  rollback(to) to a recent version (token usage is kept, as rollback does)
+  tx        one W step recorded as a transaction (append the message, set step and 2 scratch keys, usage),
+            as an automatic checkpoint (auto=True: what prune(auto_only=True) may remove)
+  save      the same step saved as the whole state with save() (and a checkpoint id), a manual checkpoint
+  rollback  rollback(to) to a recent version (token usage is kept, as rollback does), a manual checkpoint
 A step's content is bench/workload.py's W step number v, generated with a seed per stream.
 """
 
@@ -39,6 +40,7 @@ class Version:
     usage: dict[str, int]
     metadata: dict[str, Any]
     checkpoint_id: str | None
+    auto: bool = False
 
 
 def parent_of(stream: str) -> tuple[str, int] | None:
@@ -75,6 +77,11 @@ def op_at(stream: str, version: int) -> str:
     if roll < 0.07 and version > 3:
         return "rollback"
     return "save" if roll < 0.45 else "tx"
+
+
+def is_auto(stream: str, version: int) -> bool:
+    """Whether the version is an automatic checkpoint (the tx steps)."""
+    return op_at(stream, version) == "tx"
 
 
 def rollback_target(stream: str, version: int) -> int:
@@ -118,7 +125,8 @@ def advance(stream: str, version: int, prev: Version, recent: dict[int, Version]
         "scratch": {**prev.state["scratch"], **s.scratch},
     }
     usage = {"input_tokens": prev.usage["input_tokens"] + 120, "output_tokens": prev.usage["output_tokens"] + 40}
-    return Version(state, usage, {"op": op, "v": version}, f"{stream}@{version}" if op == "save" else None)
+    return Version(state, usage, {"op": op, "v": version}, f"{stream}@{version}" if op == "save" else None,
+                   is_auto(stream, version))
 
 
 def lineage(stream: str) -> list[tuple[str, int, int]]:
