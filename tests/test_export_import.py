@@ -117,6 +117,27 @@ def test_bad_imports_keep_nothing(tmp_path: Path, case: str) -> None:
     assert [r[1] for r in after["streams"]] == ["existing"]
 
 
+def test_an_exception_mid_import_leaves_nothing_in_the_same_store(tmp_path: Path) -> None:
+    """An exception from the lines after a fork was created leaves no stream behind, and the same Store
+    (whose cached heads and lineages the failed import had filled) then imports the lines whole."""
+    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+        history(src)
+        good = b"".join(src.export("main", forks=True)).splitlines(keepends=True)
+        dst.stream("existing").save({"keep": 1})
+        fork_line = next(i for i, line in enumerate(good) if orjson.loads(line).get("stream") == "deep")
+
+        def interrupted():
+            yield from good[:fork_line + 2]  # every line: main, fork and deep are written, not yet committed
+            raise RuntimeError("the connection dropped")
+
+        with pytest.raises(RuntimeError, match="dropped"):
+            dst.import_lines(interrupted())
+        assert dst.streams() == ["existing"] and not dst.stream("deep").exists()
+        assert dst.import_lines(good) == ["main", "fork", "deep"]
+        same_streams(src, dst, ["main", "fork", "deep"])
+        assert dst.verify().ok
+
+
 def test_existing_stream_is_refused(tmp_path: Path) -> None:
     """Importing a stream whose name is taken fails before writing anything."""
     with eventckpt.open(tmp_path / "a.db") as src:
