@@ -30,7 +30,9 @@ def test_power_cuts(tmp_path: Path, durability: str) -> None:
     if durability == "full":
         assert totals.lost == 0
     else:
-        assert 0 < totals.lost <= totals.reported  # the simulation really drops unsynced commits
+        # whether a cut finds acknowledged versions not yet synced depends on timing, so a loss is not
+        # certain here; that the simulation drops unsynced writes is shown deterministically below
+        assert totals.lost <= totals.reported
 
 
 def test_unsynced_writes_never_reach_the_file(tmp_path: Path) -> None:
