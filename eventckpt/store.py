@@ -350,7 +350,8 @@ class Store:
 
     def import_lines(self, lines: Iterable[bytes | str], *, progress: Callable[[int], None] | None = None) -> list[str]:
         """Import streams exported by `export()`: identical states, times, names, metadata and usage at
-        every version. Returns the stream names; on any error the streams it created are removed."""
+        every version. Returns the stream names. The import is one transaction: on any error, or if the
+        process dies, nothing of it is kept."""
         from .transfer import import_lines
 
         return import_lines(self, lines, progress)

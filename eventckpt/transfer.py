@@ -161,6 +161,7 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
         raw = orjson.dumps(value) if op != DELETE else None
         recorded.append((op, from_text(path), codec.decode(raw) if raw is not None else None, raw))
     metadata = record.get("metadata")
+    checksum = _field(record, "checksum", (str, type(None)), number)  # absent in hand-written lines
     usage = _check_usage(_field(record, "usage", (dict, type(None)), number)) or {}
     created_at = _field(record, "created_at", (str,), number)
     try:
@@ -175,10 +176,9 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
         created_at=created_at,
     )
     created[name] = version
-    checksum = record.get("checksum")  # absent in hand-written lines; when present it must chain
-    if checksum is not None:
-        found = store._journal.stream_and_head(name)
-        vrow = store._journal.version_row(found[0].id, version) if found else None
-        if type(checksum) is not str or vrow is None or vrow.checksum.hex() != checksum:
+    if checksum is not None:  # it chains over every version before: a missing one shows here
+        row = store._journal.stream(name)
+        vrow = store._journal.version_row(row.id, version) if row else None
+        if vrow is None or vrow.checksum.hex() != checksum:
             raise InvalidArgumentError("line", number, f"version {version} of {name!r} does not match its checksum"
                                        " (a damaged export, or a version missing before it)")

@@ -73,7 +73,6 @@ def translate(exc: apsw.Error, where: str) -> errors.EventCkptError:
     return errors.StorageError(msg, code=type(exc).__name__)
 
 
-
 def identity(conn: apsw.Connection, path: str) -> tuple[int, int, bool]:
     """(application_id, user_version, fresh) of the file; refuses foreign and newer files."""
     try:
