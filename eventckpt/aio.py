@@ -40,7 +40,8 @@ from .errors import InvalidArgumentError, VersionNotFoundError
 from .mixin import Migrations
 from .retention import Pruned
 from .store import Store
-from .stream import CheckpointStore, check_task_id
+from .checks import check_task_id
+from .stream import CheckpointStore
 
 T = TypeVar("T")
 

@@ -412,7 +412,7 @@ def sql(path: str, query: str, as_json: bool) -> None:
 
     Example: eventckpt sql agent.db "SELECT version, name FROM checkpoints WHERE stream = 'task-1'"
     """
-    with _open(path, readonly=True) as store, store._guard() as journal:
+    with _open(path, readonly=True) as store, store.core.session() as journal:
         columns, rows = journal.query(query)
     rows = [[r.hex() if isinstance(r, bytes) else r for r in row] for row in rows]
     if as_json:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
@@ -14,13 +14,12 @@ from .checkpoint import Checkpoint, parse_time
 from .codec import Codec, quiet_gc
 from .diffing import MISSING, equal, value_at
 from .errors import InvalidArgumentError
-from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamRow, segments_for
+from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamKey, StreamRow
 from .ops import DELETE, SET, TRUNCATE
 from .paths import Path, addressable, from_text, normalize, to_text
 
 if TYPE_CHECKING:
-    from .store import Store
-    from .stream import CheckpointStore
+    from .core import Core
 
 _INT64 = range(-(2**63), 2**63)
 # Stored times end in "Z", which fromisoformat accepts from Python 3.11 on (twice as fast as parse_time).
@@ -65,11 +64,11 @@ def meta_filters(codec: Codec, metadata: Any) -> list[MetaFilter]:
                 "metadata", metadata, f"key {key!r}: filter keys are str without '$' first, quotes, backslashes or control characters"
             )
         indexed = (key, value) if type(value) is str or (type(value) is int and value in _INT64) else None
-        out.append(MetaFilter(to_text((key,)), codec.encode_text(value), indexed))
+        out.append(MetaFilter(key, to_text((key,)), codec.encode_text(value), indexed))
     return out
 
 
-def log(stream: CheckpointStore, limit: int | None = None, *, before: int | None = None, name: str | None = None,
+def log(core: Core, task_id: str, limit: int | None = None, *, before: int | None = None, name: str | None = None,
         auto: bool | None = None, metadata: Mapping[str, Any] | None = None) -> list[Checkpoint]:
     """The stream's checkpoints, newest first; see CheckpointStore.log."""
     check_limit("limit", limit, 0)
@@ -78,79 +77,68 @@ def log(stream: CheckpointStore, limit: int | None = None, *, before: int | None
         raise InvalidArgumentError("name", name, "must be None or a str")
     if auto is not None and type(auto) is not bool:
         raise InvalidArgumentError("auto", auto, "must be None or a bool")
-    store = stream.store
-    meta = meta_filters(store.codec, metadata)
+    meta = meta_filters(core.codec, metadata)
     if limit == 0:
         return []
-    with store._guard() as journal, journal.read():
-        found = journal.stream_and_head(stream.task_id)
+    with core.session() as journal, journal.read():
+        found = journal.stream_and_head(task_id)
         if found is None:
             return []
         row, head = found
-        rows = journal.log_rows(segments_for(store._chain(row), head), before=before, limit=limit, name=name,
+        rows = journal.log_rows(core.segments(journal, row, head), before=before, limit=limit, name=name,
                                 auto=auto, meta=meta)
-        return checkpoints(stream, row, rows)
+        return checkpoints(core, journal, task_id, row, rows)
 
 
-def search(store: Store, name: str | None = None, metadata: Mapping[str, Any] | None = None,
+def search(core: Core, name: str | None = None, metadata: Mapping[str, Any] | None = None,
            limit: int | None = None) -> list[Checkpoint]:
     """Checkpoints of every stream by name and/or metadata, newest first; see Store.search."""
-    from .stream import CheckpointStore
-
     if name is not None and type(name) is not str:
         raise InvalidArgumentError("name", name, "must be None or a str")
     check_limit("limit", limit, 0)
-    meta = meta_filters(store.codec, metadata)
-    with store._guard() as journal, journal.read():
+    meta = meta_filters(core.codec, metadata)
+    with core.session() as journal, journal.read():
         rows = journal.search_rows(name=name, meta=meta, limit=limit)
         owners = {}
-        for sid in {r.stream_id for r in rows}:
-            chain = journal.lineage(sid)
-            store._chains.setdefault(sid, chain)
-            owners[sid] = chain[-1]
-        streams = {sid: CheckpointStore(store, owner.name) for sid, owner in owners.items()}
-        return [checkpoints(streams[r.stream_id], owners[r.stream_id], [r])[0] for r in rows]
+        for r in rows:
+            if r.stream_id not in owners:
+                chain = journal.lineage(StreamKey(r.tree_id, r.stream_id))
+                core.remember_lineage(chain)
+                owners[r.stream_id] = chain[-1]
+        return [checkpoints(core, journal, owners[r.stream_id].name, owners[r.stream_id], [r])[0] for r in rows]
 
 
-def checkpoints(stream: CheckpointStore, row: StreamRow, rows: list[LogRow]) -> list[Checkpoint]:
-    """Checkpoints of `stream` (whose row is `row`) for version rows, values loaded on first access;
-    usage and metadata are decoded in one parser call each."""
-    store = stream.store
+def checkpoints(core: Core, journal: Journal, task_id: str, row: StreamRow, rows: list[LogRow]) -> list[Checkpoint]:
+    """Checkpoints of stream `task_id` (whose row is `row`) for version rows, values loaded on first
+    access; usage and metadata are decoded in one parser call each."""
     usages = orjson.loads("[" + ",".join(r.usage or "{}" for r in rows) + "]")
-    metas = store.codec.decode_many([r.metadata or "{}" for r in rows])
-    parent = stream._origin(row)
-
-    def loader(version: int) -> Callable[[], Any]:
-        def load() -> Any:
-            with store._guard():
-                return store._state_at(row, version)
-        return load
-
+    metas = core.codec.decode_many([r.metadata or "{}" for r in rows])
+    parent = core.origin(journal, row)
     with quiet_gc():  # thousands of small acyclic objects: no reason to let the collector rescan the heap
-        return [Checkpoint._stored(stream.task_id, r.version, usage, meta, r.created_at, r.name, bool(r.auto), parent,
-                                   r.checkpoint_id, loader(r.version))
+        return [Checkpoint.trusted(task_id, r.version, usage, meta, r.created_at, r.name, bool(r.auto), parent,
+                                   r.checkpoint_id, core.loader(row, r.version))
                 for r, usage, meta in zip(rows, usages, metas)]
 
 
-def history(stream: CheckpointStore, path: Any, *, since: int | None = None, until: int | None = None,
+def history(core: Core, task_id: str, path: Any, *, since: int | None = None, until: int | None = None,
             limit: int | None = None) -> list[HistoryEntry]:
     """Every change of one path, newest first; see CheckpointStore.history."""
     parts = normalize(path)
     check_limit("since", since, 0)
     check_limit("until", until, 0)
     check_limit("limit", limit, 0)
-    store = stream.store
     text = to_text(parts)
     # (ancestor path, this path relative to it, whether the ancestor is a list)
     ancestors = [(to_text(parts[:i]), to_text(parts[i:]), type(parts[i]) is int) for i in range(1, len(parts))]
-    with store._guard() as journal, journal.read():
-        found = journal.stream_and_head(stream.task_id)
+    codec = core.codec
+    with core.session() as journal, journal.read():
+        found = journal.stream_and_head(task_id)
         if found is None or limit == 0:
             return []
         row, head = found
         until = head if until is None else min(until, head)
-        chain = store._chain(row)
-        segments = segments_for(chain, until)
+        chain = core.lineage(journal, row)
+        segments = core.segments(journal, row, until)
         rows = journal.history_rows(segments, text, ancestors, since or 0, until, limit)
         names = {r.id: r.name for r in chain}
         depth = len(parts)
@@ -158,8 +146,8 @@ def history(stream: CheckpointStore, path: Any, *, since: int | None = None, unt
         for i, r in enumerate(rows):
             where = from_text(r.path)
             if len(where) < depth:
-                replaced[i] = _ancestor_change(journal, store.codec, segments, parts, where, r)
-    values = store.codec.decode_many([r.value if r.value is not None and i not in replaced else "null" for i, r in enumerate(rows)])
+                replaced[i] = _ancestor_change(journal, codec, segments, parts, where, r)
+    values = codec.decode_many([r.value if r.value is not None and i not in replaced else "null" for i, r in enumerate(rows)])
     with quiet_gc():
         out = [HistoryEntry(names[r.stream_id], r.version, r.seq, r.op, from_text(r.path), None if r.op == DELETE else value,
                             _parse_time(r.created_at))

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .errors import InvalidArgumentError, StreamExistsError, StreamNotFoundError
-from .journal import Segment, StreamRow, segments_for
 from .checkpoint import parse_time
+from .checks import check_usage
+from .commit import commit
+from .errors import InvalidArgumentError, StreamExistsError, StreamNotFoundError
+from .journal import Segment, StreamRow
 from .ops import DELETE, EXTEND, INCR, OPS, TRUNCATE
 from .paths import from_text
-from .stream import _check_usage
 
 if TYPE_CHECKING:
     from .store import Store
@@ -42,15 +43,16 @@ _BATCH = 1000
 
 
 def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes]:
-    """See Store.export. Lines are produced in batches, each read under the store lock."""
-    with store._guard() as journal:
+    """See Store.export. Lines are produced in batches, each read in one session."""
+    core = store.core
+    with core.session() as journal:
         found = journal.stream_and_head(task_id)
         if found is None:
             raise StreamNotFoundError(task_id)
         row, head = found
         todo = [(row, head, None)]
         if forks:
-            todo += [(r, journal.stream_and_head(r.name)[1], r) for r in store._subtree(row)[1:]]
+            todo += [(r, journal.stream_and_head(r.name)[1], r) for r in core.subtree(journal, row)[1:]]
         todo.sort(key=lambda t: t[0].id)  # a parent before its forks
     yield orjson.dumps({"eventckpt": "export", "format": FORMAT}) + b"\n"
     for stream, upto, fork in todo:
@@ -60,20 +62,23 @@ def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes
 
 
 def _parent_name(store: Store, fork: StreamRow | None) -> str | None:
-    return store._chain(fork)[-2].name if fork is not None else None
+    if fork is None:
+        return None
+    with store.core.session() as journal:
+        return store.core.lineage(journal, fork)[-2].name
 
 
 def _versions(store: Store, row: StreamRow, upto: int, after: int) -> Iterator[bytes]:
     for lo in range(after + 1, upto + 1, _BATCH):
         hi = min(upto, lo + _BATCH - 1)
-        with store._guard() as journal, journal.read():
-            segments = [s for s in (Segment(s.stream_id, max(s.lo, lo), s.hi) for s in segments_for(store._chain(row), hi))
-                        if s.lo <= s.hi]
+        with store.core.session() as journal, journal.read():
+            segments = [s for s in (Segment(s.tree_id, s.stream_id, max(s.lo, lo), s.hi)
+                                    for s in store.core.segments(journal, row, hi)) if s.lo <= s.hi]
             vrows = journal.version_rows(segments)
             events: dict[int, list[Any]] = {}
             for version, _, op, path, value in journal.tail(segments, lo - 1):
                 events.setdefault(version, []).append([op, path, orjson.Fragment(value) if value is not None else None])
-            ids = {v: journal.checkpoint_id_of(s.stream_id, v) for s in segments for v in range(s.lo, s.hi + 1)}
+            ids = {v: journal.checkpoint_id_of(s, v) for s in segments for v in range(s.lo, s.hi + 1)}
         lines = [orjson.dumps({
             "stream": row.name, "version": v.version, "created_at": v.created_at, "name": v.name, "auto": bool(v.auto),
             "metadata": orjson.Fragment(v.metadata) if v.metadata else None,
@@ -86,10 +91,10 @@ def _versions(store: Store, row: StreamRow, upto: int, after: int) -> Iterator[b
 def import_lines(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None = None) -> list[str]:
     """See Store.import_lines. `progress(n)` is called with the size of every line read.
 
-    The whole import is one write transaction (Store._batch): a bad line, an exception or a killed
+    The whole import is one write transaction (Core.batch): a bad line, an exception or a killed
     process leaves the file as it was, never a partial stream. Other writers wait for it."""
     created: dict[str, int] = {}  # stream -> its last imported version (its fork version at first)
-    with store._batch():
+    with store.core.batch():
         _import(store, lines, progress, created)
     return list(created)
 
@@ -148,7 +153,6 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
     version = _field(record, "version", (int,), number)
     if version <= created[name]:  # holes are fine (retention leaves them); going back is not
         raise InvalidArgumentError("line", number, f"version {version} of {name!r} does not come after version {created[name]}")
-    stream = store.stream(name)
     codec = store.codec
     recorded = []
     for event in _field(record, "events", (list,), number):
@@ -162,14 +166,14 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
         recorded.append((op, from_text(path), codec.decode(raw) if raw is not None else None, raw))
     metadata = record.get("metadata")
     checksum = _field(record, "checksum", (str, type(None)), number)  # absent in hand-written lines
-    usage = _check_usage(_field(record, "usage", (dict, type(None)), number)) or {}
+    usage = check_usage(_field(record, "usage", (dict, type(None)), number)) or {}
     created_at = _field(record, "created_at", (str,), number)
     try:
         parse_time(created_at)
     except ValueError:
         raise InvalidArgumentError("line", number, f"created_at {created_at!r} is not an ISO-8601 time") from None
-    stream._commit(
-        lambda head: recorded, True, lambda prev: usage,
+    commit(
+        store.core, name, lambda head: recorded, True, lambda prev: usage,
         metadata=codec.decode(orjson.dumps(metadata)) if metadata is not None else None,
         name=_field(record, "name", (str, type(None)), number), auto=_field(record, "auto", (bool,), number),
         expected_version=None, at=version, checkpoint_id=_field(record, "checkpoint_id", (str, type(None)), number),
@@ -177,8 +181,9 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
     )
     created[name] = version
     if checksum is not None:  # it chains over every version before: a missing one shows here
-        row = store._journal.stream(name)
-        vrow = store._journal.version_row(row.id, version) if row else None
+        with store.core.session() as journal:
+            row = journal.stream(name)
+            vrow = journal.version_row(row, version) if row else None
         if vrow is None or vrow.checksum.hex() != checksum:
             raise InvalidArgumentError("line", number, f"version {version} of {name!r} does not match its checksum"
                                        " (a damaged export, or a version missing before it)")

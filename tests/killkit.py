@@ -85,7 +85,7 @@ class Writer:
             cache_size=args.cache_size,
             vfs=self.vfs.name if self.vfs else None,
         )
-        conn = self.store._journal.conn  # test-only reach into the engine: checkpoint size and the tracer
+        conn = self.store.core.backend.journal.conn  # test-only reach into the engine: checkpoint size and the tracer
         conn.execute(f"PRAGMA wal_autocheckpoint = {int(args.autocheckpoint)}")
         if kind == "stmt":
             conn.exec_trace = self._stmt_hook

@@ -158,13 +158,13 @@ def test_event_loop_is_not_blocked(db_path: Path) -> None:
         async with aio.open(db_path) as store:
             await store.save("s", {"n": 0})
             blocker = eventckpt.open(db_path)
-            blocker._journal.begin()  # holds the write lock
+            blocker.core.backend.journal.begin()  # holds the write lock
             ticks = 0
             saving = asyncio.ensure_future(store.save("s", {"n": 1}))
             while not saving.done() and ticks < 20:
                 await asyncio.sleep(0.01)
                 ticks += 1
-            blocker._journal.rollback()
+            blocker.core.backend.journal.rollback()
             blocker.close()
             await saving
             assert ticks >= 20  # the loop ran all the while the save was waiting

@@ -322,7 +322,7 @@ def test_value_over_the_engine_limit_refused(db_path: Path, how: str) -> None:
     with eventckpt.open(db_path) as store:
         task = store.stream("t")
         task.save({"a": 1})
-        store._journal.conn.limit(apsw.SQLITE_LIMIT_LENGTH, 1_000_000)
+        store.core.backend.journal.conn.limit(apsw.SQLITE_LIMIT_LENGTH, 1_000_000)
         before = journal_rows(db_path)
         big = "y" * 2_000_000
         with pytest.raises(eventckpt.StorageError, match="too big"):

@@ -1,4 +1,4 @@
-"""Store._batch (what import runs in): writes inside are savepoints of one transaction; a failed write
+"""Core.batch (what import runs in): writes inside are savepoints of one transaction; a failed write
 inside is undone alone, and the batch reaches the file whole or not at all."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ def test_a_failed_write_inside_a_batch_is_undone_alone(tmp_path: Path) -> None:
     """A transaction that fails inside a batch leaves nothing; the writes around it commit with the batch."""
     with eventckpt.open(tmp_path / "s.db") as store:
         task = store.stream("t")
-        with store._batch():
+        with store.core.batch():
             task.save({"n": 1, "items": []})
             with pytest.raises(eventckpt.EventCkptError):
                 with task.transaction() as tx:
@@ -31,7 +31,7 @@ def test_a_batch_that_raises_leaves_nothing_and_forgets_its_heads(tmp_path: Path
     with eventckpt.open(tmp_path / "s.db") as store:
         store.stream("kept").save({"x": 1})
         with pytest.raises(RuntimeError):
-            with store._batch():
+            with store.core.batch():
                 store.stream("kept").save({"x": 2})
                 store.stream("new").save({"y": 1})
                 raise RuntimeError("stop")
@@ -44,7 +44,7 @@ def test_other_connections_see_nothing_until_the_batch_commits(tmp_path: Path) -
     """Writes inside a batch are invisible to another connection until the batch ends."""
     path = tmp_path / "s.db"
     with eventckpt.open(path) as store, eventckpt.open(path) as other:
-        with store._batch():
+        with store.core.batch():
             store.stream("t").save({"n": 1})
             store.stream("t").save({"n": 2})
             assert other.streams() == []

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 import eventckpt
+import eventckpt.core
 from eventckpt import SnapshotPolicy
 from eventckpt.diffing import Change
 
@@ -271,8 +272,8 @@ def test_no_state_is_materialized(store: eventckpt.Store, monkeypatch: pytest.Mo
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("a whole state was materialized")
 
-    monkeypatch.setattr(eventckpt.store, "materialize", refuse)
-    monkeypatch.setattr(eventckpt.Store, "_state_at", refuse)
+    monkeypatch.setattr(eventckpt.core, "materialize", refuse)
+    monkeypatch.setattr(eventckpt.core.Core, "state_at", refuse)
     check(task.diff(10, 35), *expected)
 
 

@@ -180,7 +180,7 @@ def hook(cursor, sql, bindings):
         if seen[0] == int(sys.argv[3]):
             os.kill(os.getpid(), signal.SIGKILL)
     return True
-store._journal.conn.exec_trace = hook
+store.core.backend.journal.conn.exec_trace = hook
 with open(sys.argv[2], "rb") as f:
     store.import_lines(f)
 """

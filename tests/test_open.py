@@ -178,15 +178,15 @@ def test_bad_path_type() -> None:
 def test_durability_full_sets_synchronous_full(db_path: Path) -> None:
     """durability='full' runs the connection with synchronous=FULL (fsync at every commit)."""
     with eventckpt.open(db_path, durability="full") as store:
-        assert store._journal.conn.execute("PRAGMA synchronous").fetchall()[0][0] == 2
+        assert store.core.backend.journal.conn.execute("PRAGMA synchronous").fetchall()[0][0] == 2
     with eventckpt.open(db_path) as store:
-        assert store._journal.conn.execute("PRAGMA synchronous").fetchall()[0][0] == 1
+        assert store.core.backend.journal.conn.execute("PRAGMA synchronous").fetchall()[0][0] == 1
 
 
 def test_connection_setup(db_path: Path) -> None:
     """Every connection runs with foreign keys on and a busy timeout."""
     with eventckpt.open(db_path, timeout=7) as store:
-        conn = store._journal.conn
+        conn = store.core.backend.journal.conn
         assert conn.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
         assert conn.execute("PRAGMA busy_timeout").fetchall()[0][0] == 7000
 

@@ -41,7 +41,7 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> eventckpt.Store:
 
 def plans(store: eventckpt.Store, call: Callable[[], Any]) -> list[tuple[str, list[str]]]:
     """Run `call`, capturing every statement it executes, and return each with its query plan."""
-    conn = store._journal.conn
+    conn = store.core.backend.journal.conn
     seen: list[tuple[str, Any]] = []
 
     def trace(cursor: Any, sql: str, bindings: Any) -> bool:
@@ -94,7 +94,7 @@ def test_no_full_scans(busy: eventckpt.Store, name: str) -> None:
 
 def test_views_use_the_path_index(busy: eventckpt.Store) -> None:
     """The path_history view with a stream and a path is a path-index search, not a scan."""
-    conn = busy._journal.conn
+    conn = busy.core.backend.journal.conn
     for sql in ("SELECT version, op, value FROM path_history WHERE stream = 'w' AND path = '$.step'",
                 "SELECT version FROM path_history WHERE stream = 'w' AND path >= '$.scratch.' AND path < '$.scratch/'",
                 "SELECT version, name FROM checkpoints WHERE stream = 'w-fork' ORDER BY version DESC LIMIT 5"):

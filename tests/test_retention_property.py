@@ -160,12 +160,12 @@ class RetentionMachine(StoreMachine):
     def remaining_events_fold_to_every_state(self) -> None:
         store = self.store
         for name, states in self.model.items():
-            with store._guard() as journal:
+            with store.core.session() as journal:
                 found = journal.stream_and_head(name)
                 if found is None:
                     continue
                 row, head = found
-                rows = journal.tail(segments_for(store._chain(row), head), 0)
+                rows = journal.tail(store.core.segments(journal, row, head), 0)
             state: dict[str, Any] = {}
             by_version: dict[int, list[Any]] = {}
             for version, _, op, path, value in rows:
@@ -179,15 +179,15 @@ class RetentionMachine(StoreMachine):
     def checksums_chain_over_kept_versions(self) -> None:
         store = self.store
         for name in self.model:
-            with store._guard() as journal:
+            with store.core.session() as journal:
                 found = journal.stream_and_head(name)
                 if found is None:
                     continue
                 row, head = found
-                segments = segments_for(store._chain(row), head)
+                segments = store.core.segments(journal, row, head)
                 parent = ROOT
                 for vrow in journal.version_rows(segments):
-                    owner = next(s.stream_id for s in segments if s.lo <= vrow.version <= s.hi)
+                    owner = next(s for s in segments if s.lo <= vrow.version <= s.hi)
                     events = journal.events_of(owner, vrow.version)
                     expected = version_checksum(parent, vrow.version, vrow.created_at, vrow.name, vrow.auto,
                                                 vrow.metadata, vrow.usage, events)

@@ -163,10 +163,10 @@ def test_metadata_index_out_of_step(built: Path) -> None:
 def test_damaged_pages_are_reported(built: Path) -> None:
     """Bytes overwritten inside the events' pages show as problems, never as an exception."""
     with eventckpt.open(built) as store:
-        store._journal.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        pages = [p for (p,) in store._journal.conn.execute(
+        store.core.backend.journal.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        pages = [p for (p,) in store.core.backend.journal.conn.execute(
             "SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'leaf' ORDER BY pageno")]
-        page_size = store._journal.conn.execute("PRAGMA page_size").fetchall()[0][0]
+        page_size = store.core.backend.journal.conn.execute("PRAGMA page_size").fetchall()[0][0]
     with open(built, "r+b") as f:
         for page in pages[len(pages) // 3 :: 4]:
             f.seek((page - 1) * page_size + 200)
@@ -190,7 +190,7 @@ def test_deeply_nested_forks(db_path: Path) -> None:
             assert store.verify().ok
         finally:
             sys.setrecursionlimit(limit)
-        owner = store._journal.stream("s299").id
+        owner = store.core.backend.journal.stream("s299").id
     tamper(db_path, f"UPDATE events SET value = '999' WHERE stream_id = {owner}")  # same size as 399
     assert {(p.kind, p.task_id) for p in report(db_path).problems} == {("checksum", "s299")}
 

@@ -7,10 +7,11 @@ from typing import Any
 
 import apsw
 
-from .. import errors
-from ..paths import child_ranges
+from ... import errors
+from ...paths import child_ranges
+from ..rows import EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRef, StreamRow, clip
+from .columns import STREAM_COLS
 from .engine import Engine
-from .rows import STREAM_COLS, EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRow, clip
 
 # -- query fragments (schema/002_queries.sql) --------------------------------------------------------
 
@@ -99,13 +100,14 @@ class Queries(Engine):
             hi = seg.hi if before is None else min(seg.hi, before - 1)
             wanted = -1 if limit is None else limit - len(out)
             if hi >= seg.lo and wanted:
-                out.extend(map(LogRow._make, self._rows(sql, [*args, seg.stream_id, seg.lo, hi, wanted])))
+                out.extend(LogRow(*r) for r in self._rows(sql, [*args, seg.stream_id, seg.lo, hi, wanted]))
         return out
 
     def search_rows(self, *, name: str | None, meta: Sequence[MetaFilter], limit: int | None) -> list[LogRow]:
         """Stored versions of every stream that pass the filters, newest first."""
         source, where, args, _ = _version_source(name, None, meta)
-        sql = f"SELECT {_LOG_COLS} FROM {source}" + (f" WHERE {' AND '.join(where)}" if where else "")
+        tree = ", (SELECT coalesce(s.root_id, s.id) FROM streams AS s WHERE s.id = v.stream_id)"
+        sql = f"SELECT {_LOG_COLS}{tree} FROM {source}" + (f" WHERE {' AND '.join(where)}" if where else "")
         return list(map(LogRow._make, self._rows(sql + " ORDER BY v.created_at DESC, v.stream_id, v.version DESC LIMIT ?",
                                                  [*args, -1 if limit is None else limit])))
 
@@ -162,10 +164,9 @@ class Queries(Engine):
                               " GROUP BY path", (seg.stream_id, lo, hi))
         return {path: (last >> 32, last & 0xFFFFFFFF) for path, last in rows if last is not None}
 
-    def event_at(self, stream_id: int, version: int, seq: int) -> tuple[str, str, str | None]:
-        """(op, path, value) of one event."""
+    def event_at(self, owner: StreamRef, version: int, seq: int) -> tuple[str, str, str | None]:
         return self._one("SELECT op, path, value FROM events WHERE stream_id = ? AND version = ? AND seq = ?",
-                         (stream_id, version, seq))
+                         (owner.stream_id, version, seq))
 
     def newest_event(self, segments: Sequence[Segment], path: str, upto: int, *, reset: bool = False) -> EventRow | None:
         """The last event at exactly `path` with version <= upto (with `reset`: the last set of a list,
@@ -232,18 +233,18 @@ class Queries(Engine):
     def streams_all(self) -> list[StreamRow]:
         return [StreamRow(*r) for r in self._rows(f"SELECT {STREAM_COLS} FROM streams ORDER BY id")]
 
-    def extent(self, stream_id: int) -> tuple[int, int]:
-        """The lowest and highest version of the stream in versions, events or snapshots ((0, 0): none)."""
-        bounds = [self._one(f"SELECT min(version), max(version) FROM {t} WHERE stream_id = ?", (stream_id,))
+    def extent(self, stream: StreamRef) -> tuple[int, int]:
+        bounds = [self._one(f"SELECT min(version), max(version) FROM {t} WHERE stream_id = ?", (stream.stream_id,))
                   for t in ("versions", "events", "snapshots")]
         return min((lo for lo, _ in bounds if lo is not None), default=0), max((hi or 0 for _, hi in bounds), default=0)
 
-    def snapshot_versions(self, stream_id: int) -> list[int]:
-        return [r[0] for r in self._rows("SELECT version FROM snapshots WHERE stream_id = ? ORDER BY version", (stream_id,))]
+    def snapshot_versions(self, stream: StreamRef) -> list[int]:
+        return [r[0] for r in self._rows("SELECT version FROM snapshots WHERE stream_id = ? ORDER BY version",
+                                         (stream.stream_id,))]
 
-    def snapshot_row(self, stream_id: int, version: int) -> tuple[str, str]:
-        """(state, manifest) of one snapshot."""
-        return self._one("SELECT state, manifest FROM snapshots WHERE stream_id = ? AND version = ?", (stream_id, version))
+    def snapshot_row(self, owner: StreamRef, version: int) -> tuple[str, str]:
+        return self._one("SELECT state, manifest FROM snapshots WHERE stream_id = ? AND version = ?",
+                         (owner.stream_id, version))
 
     def integrity_problems(self) -> list[str]:
         """What PRAGMA integrity_check and foreign_key_check find, and metadata_index rows that disagree
