@@ -162,6 +162,16 @@ class CorruptStoreError(StorageError):
     """The file's contents are damaged or disagree with the journal."""
 
 
+class StoreUnavailableError(StorageError):
+    """The database server could not be reached, or the connection dropped (PostgreSQL). `committed` says
+    what became of the write in flight: False when it is known not to have committed (it is safe to
+    retry), None when that cannot be known."""
+
+    def __init__(self, message: str, *, code: str | None = None, committed: bool | None = False) -> None:
+        self.committed = committed
+        super().__init__(message, code=code)
+
+
 class StoreClosedError(EventCkptError):
     """The store was closed."""
 

@@ -13,7 +13,7 @@ from .checkpoint import Checkpoint
 from .codec import Codec
 from .core import Core
 from .errors import InvalidArgumentError, StoreClosedError, StreamInUseError
-from .journal import DURABILITY, connect_sqlite
+from .journal import DURABILITY, connect, is_postgres
 from .paths import encodable
 from .snapshot import SnapshotPolicy
 from .stream import CheckpointStore
@@ -21,7 +21,7 @@ from .verify import VerifyReport, verify
 
 
 def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
-    path: str | os.PathLike[str],
+    path: Any,
     *,
     durability: str = "normal",
     snapshots: SnapshotPolicy | None = None,
@@ -31,8 +31,12 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     allow_nan: bool = False,
     cache_size: int = 64,
     vfs: str | None = None,
+    pool_size: int = 10,
 ) -> Store:
-    """Open (or create) the eventckpt store in the file at `path` (or ":memory:").
+    """Open (or create) the eventckpt store at `path`: a file (or ":memory:"), the embedded default; or,
+    to share one store between many processes and hosts, a PostgreSQL database: a `postgresql://` URL,
+    a psycopg connection (autocommit=True) or a psycopg_pool ConnectionPool (`pip install
+    'eventckpt[postgres]'`). The same API and behaviour on both.
 
     durability: "normal" survives a killed process (WAL, synchronous=NORMAL); "full" also survives power
         loss (synchronous=FULL: every commit is fsynced).
@@ -43,14 +47,25 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     cache_size: how many streams' head states stay in memory.
     vfs: the name of a registered SQLite VFS to open the file through (None: SQLite's default); how
         tests simulate power loss, a full disk or a read-only file.
+    pool_size: PostgreSQL: the most connections eventckpt's own pool opens for a URL (one per thread
+        working at once).
+
+    On PostgreSQL, `durability="full"` forces synchronous_commit=on (the server's default), `timeout` also
+    bounds the wait for a pooled connection, and `readonly` makes every transaction read-only.
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidArgumentError("path", path, "must be a file path or ':memory:'")
-    try:
-        text = os.fspath(path)
-    except TypeError:
-        text = None
-    if type(text) is not str or not text or "\x00" in text or not encodable(text):
+    if is_postgres(path):
+        text: Any = path
+    elif not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError("path", path, "must be a file path, ':memory:', a postgresql:// URL, or a psycopg"
+                                                 " connection or pool")
+    else:
+        try:
+            text = os.fspath(path)
+        except TypeError:
+            text = None
+    if is_postgres(text):
+        pass
+    elif type(text) is not str or not text or "\x00" in text or not encodable(text):
         # "" would silently open a private temporary database; NUL and lone surrogates reach the
         # driver as raw ValueError / UnicodeEncodeError
         raise InvalidArgumentError("path", path, "must be a non-empty str path (no NUL, valid UTF-8) or ':memory:'")
@@ -67,10 +82,12 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     for flag, value in (("readonly", readonly), ("allow_nan", allow_nan)):
         if type(value) is not bool:
             raise InvalidArgumentError(flag, value, "must be a bool")
+    if type(pool_size) is not int or pool_size < 1:
+        raise InvalidArgumentError("pool_size", pool_size, "must be a positive int")
     if isinstance(types, (str, bytes)) or not isinstance(types, Iterable):
         raise InvalidArgumentError("types", types, "must be an iterable of enum, dataclass or attrs classes")
     codec = Codec(types, allow_nan=allow_nan)
-    backend = connect_sqlite(text, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs)
+    backend = connect(text, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs, pool_size=pool_size)
     return Store(Core(backend, codec, snapshots or SnapshotPolicy(), cache_size))
 
 

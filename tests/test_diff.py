@@ -18,7 +18,7 @@ import eventckpt.core
 from eventckpt import SnapshotPolicy
 from eventckpt.diffing import Change
 
-from .conftest import strict_equal
+from .conftest import RawSQL, strict_equal
 from .test_restore_property import StoreMachine
 
 MISSING = object()
@@ -277,24 +277,23 @@ def test_no_state_is_materialized(store: eventckpt.Store, monkeypatch: pytest.Mo
     check(task.diff(10, 35), *expected)
 
 
-def test_appended_values_are_read_lazily(store: eventckpt.Store, db_path: Path) -> None:
+def test_appended_values_are_read_lazily(store: eventckpt.Store, store_target: str) -> None:
     """Items appended between the versions are read when a change's value is first used, and events
     outside the range are never read."""
     task = conversation(store, 30)
     store.close()
-    conn = apsw.Connection(str(db_path))
-    conn.execute("UPDATE events SET value = '{broken' WHERE version <= 5 AND path = '$.messages'")
-    conn.close()
-    with eventckpt.open(db_path) as again:
+    with RawSQL(store_target) as raw:
+        raw.execute("UPDATE events SET value = '{broken' WHERE version <= 5 AND path = '$.messages'")
+    with eventckpt.open(store_target) as again:
         result = again.stream("c").diff(20, 30)
         assert len(result.added) == 10 and result.added[-1].new["n"] == 29  # version 30 is step 29
 
 
-def test_growth_after_snapshots_and_resets(tmp_path: Path) -> None:
+def test_growth_after_snapshots_and_resets(named: dict[str, str]) -> None:
     """A list's length at the older version is counted correctly after extends, deletes of items,
     truncations and replacements, with and without snapshots."""
     for policy in (SnapshotPolicy.every_version(share_min_bytes=0), SnapshotPolicy.never(), SnapshotPolicy()):
-        with eventckpt.open(tmp_path / f"{id(policy)}.db", snapshots=policy) as store:
+        with eventckpt.open(named[f"{id(policy)}.db"], snapshots=policy) as store:
             task = store.stream("t")
             task.save({"xs": [1, 2], "box": {"ys": [0]}})
             steps = [

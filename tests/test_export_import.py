@@ -49,10 +49,10 @@ def same_streams(a: eventckpt.Store, b: eventckpt.Store, names: list[str]) -> No
             assert strict_equal(cx.metadata, cy.metadata), (name, version)
 
 
-def test_round_trip_with_forks(tmp_path: Path) -> None:
+def test_round_trip_with_forks(named: dict[str, str]) -> None:
     """Export with forks, import into a new file: every version of every stream is identical, and the
     imported file verifies."""
-    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db", snapshots=SnapshotPolicy(min_tail_bytes=500)) as dst:
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"], snapshots=SnapshotPolicy(min_tail_bytes=500)) as dst:
         history(src)
         lines = list(src.export("main", forks=True))
         assert orjson.loads(lines[0]) == {"eventckpt": "export", "format": 1}
@@ -62,9 +62,9 @@ def test_round_trip_with_forks(tmp_path: Path) -> None:
         assert dst.verify().ok
 
 
-def test_a_fork_alone_carries_its_whole_lineage(tmp_path: Path) -> None:
+def test_a_fork_alone_carries_its_whole_lineage(named: dict[str, str]) -> None:
     """A fork exported without its parent becomes a stream with every version of its history."""
-    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"]) as dst:
         history(src)
         dst.import_lines(src.export("fork"))
         copy = dst.stream("fork")
@@ -73,9 +73,9 @@ def test_a_fork_alone_carries_its_whole_lineage(tmp_path: Path) -> None:
             assert strict_equal(copy.state(version), src.stream("fork").state(version))
 
 
-def test_progress_counts_every_byte(tmp_path: Path) -> None:
+def test_progress_counts_every_byte(named: dict[str, str]) -> None:
     """progress(n) is called with the size of every line read."""
-    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"]) as dst:
         history(src)
         data = b"".join(src.export("main"))
         seen: list[int] = []
@@ -100,27 +100,25 @@ def bad_exports(good: list[bytes]) -> dict[str, list[bytes]]:
 
 @pytest.mark.parametrize("case", ["not json", "no header", "unknown op", "bad path", "incr of a string",
                                   "version out of order", "bad time", "fork of a stranger", "late failure"])
-def test_bad_imports_keep_nothing(tmp_path: Path, case: str) -> None:
+def test_bad_imports_keep_nothing(named: dict[str, str], case: str) -> None:
     """A malformed export raises a typed error and leaves the target file as it was."""
-    with eventckpt.open(tmp_path / "a.db") as src:
+    with eventckpt.open(named["a.db"]) as src:
         history(src)
         good = b"".join(src.export("main", forks=True)).splitlines(keepends=True)
-    target = tmp_path / "b.db"
+    target = named["b.db"]
     with eventckpt.open(target) as dst:
         dst.stream("existing").save({"keep": 1})
     before = journal_rows(target)
     with eventckpt.open(target) as dst:
         with pytest.raises(eventckpt.EventCkptError):
             dst.import_lines(bad_exports(good)[case])
-    after = journal_rows(target)
-    assert after["versions"] == before["versions"] and after["events"] == before["events"]
-    assert [r[1] for r in after["streams"]] == ["existing"]
+    assert journal_rows(target) == before
 
 
-def test_an_exception_mid_import_leaves_nothing_in_the_same_store(tmp_path: Path) -> None:
+def test_an_exception_mid_import_leaves_nothing_in_the_same_store(named: dict[str, str]) -> None:
     """An exception from the lines after a fork was created leaves no stream behind, and the same Store
     (whose cached heads and lineages the failed import had filled) then imports the lines whole."""
-    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"]) as dst:
         history(src)
         good = b"".join(src.export("main", forks=True)).splitlines(keepends=True)
         dst.stream("existing").save({"keep": 1})
@@ -138,24 +136,24 @@ def test_an_exception_mid_import_leaves_nothing_in_the_same_store(tmp_path: Path
         assert dst.verify().ok
 
 
-def test_existing_stream_is_refused(tmp_path: Path) -> None:
+def test_existing_stream_is_refused(named: dict[str, str]) -> None:
     """Importing a stream whose name is taken fails before writing anything."""
-    with eventckpt.open(tmp_path / "a.db") as src:
+    with eventckpt.open(named["a.db"]) as src:
         history(src)
         with pytest.raises(eventckpt.StreamExistsError):
             src.import_lines(src.export("main"))
         assert src.stream("main").version == 42
 
 
-def test_unknown_stream_export(tmp_path: Path) -> None:
+def test_unknown_stream_export(named: dict[str, str]) -> None:
     """Exporting a stream that does not exist raises StreamNotFoundError."""
-    with eventckpt.open(tmp_path / "a.db") as src, pytest.raises(eventckpt.StreamNotFoundError):
+    with eventckpt.open(named["a.db"]) as src, pytest.raises(eventckpt.StreamNotFoundError):
         list(src.export("nobody"))
 
 
-def test_a_pruned_stream_keeps_its_version_numbers(tmp_path: Path) -> None:
+def test_a_pruned_stream_keeps_its_version_numbers(named: dict[str, str]) -> None:
     """An export of a stream that retention thinned out imports with the same versions and states."""
-    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"]) as dst:
         task = src.stream("t")
         for i in range(12):
             task.save({"n": i, "items": list(range(i)), "flag": i % 3 == 0}, metadata={"i": i}, auto=i % 2 == 1)

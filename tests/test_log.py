@@ -9,7 +9,7 @@ import pytest
 
 import eventckpt
 
-from .conftest import journal_rows
+from .conftest import RawSQL, journal_rows
 
 
 def agent(store: eventckpt.Store, name: str = "task", steps: int = 12) -> eventckpt.CheckpointStore:
@@ -101,14 +101,13 @@ def test_fork_lists_shared_versions(store: eventckpt.Store) -> None:
     assert [cp.version for cp in fork.log(name="tool call")] == [4]
 
 
-def test_reads_no_state(store: eventckpt.Store, db_path: Path) -> None:
+def test_reads_no_state(store: eventckpt.Store, store_target: str) -> None:
     """log() never reads events or snapshots: it works while every event value is unreadable."""
     task = agent(store)
     store.close()
-    conn = apsw.Connection(str(db_path))
-    conn.execute("UPDATE events SET value = '{broken'")
-    conn.close()
-    with eventckpt.open(db_path) as again:
+    with RawSQL(store_target) as raw:
+        raw.execute("UPDATE events SET value = '{broken'")
+    with eventckpt.open(store_target) as again:
         entries = again.stream("task").log(metadata={"node": "tools"})
         assert [cp.version for cp in entries] == [12, 8, 4]
         with pytest.raises(eventckpt.CorruptStoreError):
@@ -125,10 +124,10 @@ def test_missing_stream_is_empty(store: eventckpt.Store) -> None:
     {"metadata": ["node"]}, {"metadata": {1: "x"}}, {"metadata": {'a"b': 1}}, {"metadata": {"$x": 1}},
     {"metadata": {"x": object()}},
 ])
-def test_bad_arguments(store: eventckpt.Store, db_path: Path, kwargs: dict) -> None:
+def test_bad_arguments(store: eventckpt.Store, store_target: str, kwargs: dict) -> None:
     """Bad filters raise a typed error and write nothing."""
     agent(store, steps=2)
-    before = journal_rows(db_path)
+    before = journal_rows(store_target)
     with pytest.raises(eventckpt.EventCkptError):
         store.stream("task").log(**kwargs)
-    assert journal_rows(db_path) == before
+    assert journal_rows(store_target) == before

@@ -209,7 +209,21 @@ class Never(RetentionMachine):
     policy = SnapshotPolicy.never()
 
 
-_settings = settings(max_examples=int(os.environ.get("EVENTCKPT_PROPERTY_EXAMPLES", "60")) // 2, stateful_step_count=30)
-TestRetentionEager = _settings(Eager).TestCase
-TestRetentionEveryVersion = _settings(EveryVersion).TestCase
-TestRetentionNever = _settings(Never).TestCase
+_EXAMPLES = int(os.environ.get("EVENTCKPT_PROPERTY_EXAMPLES", "60")) // 2
+
+
+def _case(machine: type[RetentionMachine], examples: int) -> type:
+    case = machine.TestCase
+    case.settings = settings(max_examples=examples, stateful_step_count=30)
+    return case
+
+
+TestRetentionEager = _case(Eager, _EXAMPLES)
+TestRetentionEveryVersion = _case(EveryVersion, _EXAMPLES)
+TestRetentionNever = _case(Never, _EXAMPLES)
+# On PostgreSQL: two connections with their own caches, on hosts' terms (the tree's generation and the
+# versions primary key keep them right).
+_PG_EXAMPLES = max(8, _EXAMPLES // 2)
+TestRetentionEagerPostgres = _case(type("EagerPostgres", (Eager,), {"engine": "postgresql"}), _PG_EXAMPLES)
+TestRetentionEveryVersionPostgres = _case(type("EveryVersionPostgres", (EveryVersion,), {"engine": "postgresql"}), _PG_EXAMPLES)
+TestRetentionNeverPostgres = _case(type("NeverPostgres", (Never,), {"engine": "postgresql"}), _PG_EXAMPLES)

@@ -44,17 +44,17 @@ def test_usage_adds_to_previous_counters(store: eventckpt.Store) -> None:
     assert task.latest.token_usage == {"input_tokens": 121, "output_tokens": 5}
 
 
-def test_exception_in_block_writes_nothing(store: eventckpt.Store, db_path: Path) -> None:
+def test_exception_in_block_writes_nothing(store: eventckpt.Store, store_target: str) -> None:
     """An exception inside the block propagates and nothing is committed."""
     task = store.stream("t")
     task.save({"a": 1})
-    before = journal_rows(db_path)
+    before = journal_rows(store_target)
     with pytest.raises(RuntimeError):
         with task.transaction() as tx:
             tx.set("a", 2)
             raise RuntimeError("tool failed")
     assert task.version == 1 and task.state() == {"a": 1}
-    assert journal_rows(db_path) == before
+    assert journal_rows(store_target) == before
 
 
 @pytest.mark.parametrize(
@@ -69,16 +69,16 @@ def test_exception_in_block_writes_nothing(store: eventckpt.Store, db_path: Path
         lambda tx: tx.truncate("s", 0),
     ],
 )
-def test_operations_that_do_not_fit_write_nothing(store: eventckpt.Store, db_path: Path, record) -> None:
+def test_operations_that_do_not_fit_write_nothing(store: eventckpt.Store, store_target: str, record) -> None:
     """An operation that does not fit the head state raises PathError on commit and writes nothing."""
     task = store.stream("t")
     task.save({"a": 1, "s": "x", "l": [1, 2]})
-    before = journal_rows(db_path)
+    before = journal_rows(store_target)
     with pytest.raises(eventckpt.PathError):
         with task.transaction() as tx:
             tx.set("fine", True)
             record(tx)
-    assert journal_rows(db_path) == before
+    assert journal_rows(store_target) == before
     assert task.state() == {"a": 1, "s": "x", "l": [1, 2]}
 
 
