@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
+import pytest
 
 import eventckpt
 
 VIEWS = ("lineage", "checkpoints", "changes", "path_history", "stream_heads")
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[eventckpt.Store]:
+    """These views are the SQLite file's (tests/test_postgres_views.py checks PostgreSQL's)."""
+    with eventckpt.open(db_path) as s:
+        yield s
 
 
 def forks_of_forks(store: eventckpt.Store) -> None:

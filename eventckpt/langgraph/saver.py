@@ -36,7 +36,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ..checkpoint import now
 from ..codec import quiet_gc
 from ..errors import ConflictError, InvalidArgumentError, SerializationError
-from ..journal import LangGraphRow
+from ..journal import LangGraphRow, is_postgres
 from ..paths import addressable, to_text
 from ..snapshot import SnapshotPolicy
 from ..store import Store
@@ -58,7 +58,7 @@ SNAPSHOTS = SnapshotPolicy(min_tail_bytes=16 * 1024)
 class EventCkptSaver(BaseCheckpointSaver[int]):
     """A LangGraph checkpointer on an eventckpt store: every step is stored as the events that changed.
 
-        saver = EventCkptSaver("agent.db")          # or EventCkptSaver(store) with an open Store
+        saver = EventCkptSaver("agent.db")          # or a postgresql:// URL, or EventCkptSaver(store)
         graph = builder.compile(checkpointer=saver)
 
     Sync and async methods share one store; several processes may use one file (writes take SQLite's
@@ -77,11 +77,12 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         super().__init__(serde=serde)
         if isinstance(store, Store):
             self.store, self._owns_store = store, False
-        elif isinstance(store, (str, os.PathLike)):
+        elif isinstance(store, (str, os.PathLike)) or is_postgres(store):
             self.store = open_store(store, durability=durability, timeout=timeout, snapshots=snapshots or SNAPSHOTS)
             self._owns_store = True
         else:
-            raise InvalidArgumentError("store", store, "must be an eventckpt Store or a file path")
+            raise InvalidArgumentError("store", store, "must be an eventckpt Store, a file path, a postgresql:// URL,"
+                                                       " or a psycopg connection or pool")
         # (thread, ns) -> this saver's last put there: where it went and which channels were plain JSON.
         # A put whose parent is that checkpoint goes to the same stream without a lookup; the store's
         # expected_version check catches any other writer in between.

@@ -6,8 +6,8 @@
 -- PostgreSQL-compatible distributed engine): every per-tree table carries `tree_id`, every primary and
 -- unique key starts with it, and every statement eventckpt runs on them names one tree. Optimistic
 -- concurrency is the versions primary key: no table locks, no advisory locks, no global write sequence.
--- The exceptions are lookups by name (`stream_names`, and `langgraph_threads` in 004), which are keyed by
--- the name itself, and `store_info`, one row.
+-- The exceptions are lookups by name (`stream_names`, and the LangGraph tables in 004, keyed by thread),
+-- and `store_info`, one row.
 --
 -- Values, metadata, usage, snapshot states and manifests are JSON *text*, stored byte for byte as written
 -- (checksums are over those bytes; `jsonb` would reorder keys). The views in 002 present them as json.

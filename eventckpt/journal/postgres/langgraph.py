@@ -1,7 +1,7 @@
 """The LangGraph saver's tables on PostgreSQL (schema/postgresql/004_langgraph.sql).
 
-A thread's namespace is found by its names in `langgraph_threads` (keyed by them); everything else is
-keyed by the namespace's tree, so pending writes move with the tree when prune swaps it.
+A thread's namespace is found by its names in `langgraph_threads`; pending writes are keyed by the same
+names (LangGraph addresses everything by thread), the checkpoints by the namespace's tree.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from ..rows import LangGraphRow, StreamRef, StreamRow
 from .engine import Engine
 from .tables import S_COLS, V_COLS
 
-_TREE = "(SELECT t.tree_id FROM eventckpt.langgraph_threads AS t WHERE t.thread_id = %(thread)s AND t.checkpoint_ns = %(ns)s)"
-
 # The parent is the previous version of the lineage (see the SQLite journal's langgraph.py).
 _LG_CHECKPOINTS = """
 SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id, s.name, c.version, v.metadata,
@@ -24,7 +22,8 @@ SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id, s.name, c.version, v.metad
       AND p.stream_id = CASE WHEN c.version - 1 > coalesce(s.fork_version, 0) THEN s.stream_id ELSE s.parent_id END
       AND p.version = c.version - 1),
   (SELECT '[' || string_agg('[' || to_json(w.task_id)::text || ',' || w.writes || ']', ',' ORDER BY w.task_path, w.task_id) || ']'
-     FROM eventckpt.langgraph_writes AS w WHERE w.tree_id = c.tree_id AND w.checkpoint_id = c.checkpoint_id)
+     FROM eventckpt.langgraph_writes AS w
+    WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = t.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
 FROM eventckpt.langgraph_threads AS t
 JOIN eventckpt.checkpoint_ids AS c ON c.tree_id = t.tree_id
 JOIN eventckpt.streams AS s ON s.tree_id = c.tree_id AND s.stream_id = c.stream_id
@@ -57,20 +56,17 @@ class LangGraphTables(Engine):
         if replaces is None:
             return self._run("INSERT INTO eventckpt.langgraph_threads (thread_id, checkpoint_ns, tree_id) VALUES (%s, %s, %s)"
                              " ON CONFLICT DO NOTHING", (thread_id, checkpoint_ns, tree_id)) == 1
-        moved = self._run("UPDATE eventckpt.langgraph_threads SET tree_id = %s WHERE thread_id = %s AND checkpoint_ns = %s"
-                          " AND tree_id = %s", (tree_id, thread_id, checkpoint_ns, replaces)) == 1
-        if moved:  # the writes belong to the namespace: they follow it to its new tree
-            self._run("UPDATE eventckpt.langgraph_writes SET tree_id = %s WHERE tree_id = %s", (tree_id, replaces))
-        return moved
+        return self._run("UPDATE eventckpt.langgraph_threads SET tree_id = %s WHERE thread_id = %s AND checkpoint_ns = %s"
+                         " AND tree_id = %s", (tree_id, thread_id, checkpoint_ns, replaces)) == 1
 
     def langgraph_forget(self, thread_id: str, checkpoint_ns: str, checkpoint_ids: Sequence[str] | None = None) -> None:
         args = {"thread": thread_id, "ns": checkpoint_ns}
+        writes = "DELETE FROM eventckpt.langgraph_writes WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s"
         if checkpoint_ids is None:
-            self._run(f"DELETE FROM eventckpt.langgraph_writes WHERE tree_id = {_TREE}", args)
+            self._run(writes, args)
             self._run("DELETE FROM eventckpt.langgraph_threads WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s", args)
             return
-        self._run(f"DELETE FROM eventckpt.langgraph_writes WHERE tree_id = {_TREE} AND checkpoint_id = ANY(%(ids)s)",
-                  {**args, "ids": list(checkpoint_ids)})
+        self._run(writes + " AND checkpoint_id = ANY(%(ids)s)", {**args, "ids": list(checkpoint_ids)})
 
     def langgraph_locate(self, tree_id: int, checkpoint_id: str) -> tuple[StreamRow, int, int] | None:
         row = self._one(
@@ -97,27 +93,23 @@ class LangGraphTables(Engine):
         return [LangGraphRow(*r[:4], int(r[4]), *r[5:]) for r in rows]
 
     def langgraph_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str | None:
-        row = self._one(f"SELECT writes FROM eventckpt.langgraph_writes WHERE tree_id = {_TREE}"
-                        " AND checkpoint_id = %(cid)s AND task_id = %(task)s",
-                        {"thread": thread_id, "ns": checkpoint_ns, "cid": checkpoint_id, "task": task_id})
+        row = self._one("SELECT writes FROM eventckpt.langgraph_writes WHERE thread_id = %s AND checkpoint_ns = %s"
+                        " AND checkpoint_id = %s AND task_id = %s", (thread_id, checkpoint_ns, checkpoint_id, task_id))
         return row[0] if row else None
 
     def langgraph_set_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str,
                              task_path: str, writes: str, *, replace: bool) -> bool:
         conflict = ("DO UPDATE SET task_path = excluded.task_path, writes = excluded.writes" if replace else "DO NOTHING")
         return self._run(
-            f"INSERT INTO eventckpt.langgraph_writes (tree_id, checkpoint_id, task_id, task_path, writes)"
-            f" SELECT {_TREE}, %(cid)s, %(task)s, %(path)s, %(writes)s ON CONFLICT (tree_id, checkpoint_id, task_id) {conflict}",
-            {"thread": thread_id, "ns": checkpoint_ns, "cid": checkpoint_id, "task": task_id, "path": task_path,
-             "writes": writes}) == 1
+            "INSERT INTO eventckpt.langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes)"
+            f" VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id) {conflict}",
+            (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes)) == 1
 
     def langgraph_copy_writes(self, source: str, target: str, checkpoint_ns: str) -> None:
         self._run(
-            "INSERT INTO eventckpt.langgraph_writes (tree_id, checkpoint_id, task_id, task_path, writes)"
-            " SELECT (SELECT tree_id FROM eventckpt.langgraph_threads WHERE thread_id = %(target)s AND checkpoint_ns = %(ns)s),"
-            " w.checkpoint_id, w.task_id, w.task_path, w.writes FROM eventckpt.langgraph_writes AS w"
-            " WHERE w.tree_id = (SELECT tree_id FROM eventckpt.langgraph_threads WHERE thread_id = %(source)s"
-            " AND checkpoint_ns = %(ns)s)", {"source": source, "target": target, "ns": checkpoint_ns})
+            "INSERT INTO eventckpt.langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes)"
+            " SELECT %s, checkpoint_ns, checkpoint_id, task_id, task_path, writes FROM eventckpt.langgraph_writes"
+            " WHERE thread_id = %s AND checkpoint_ns = %s", (target, source, checkpoint_ns))
 
     def langgraph_runs(self, run_ids: Sequence[str]) -> list[tuple[str, str, str]]:
         return [tuple(r) for r in self._rows(

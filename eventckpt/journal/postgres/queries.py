@@ -232,13 +232,18 @@ class Queries(Engine):
                                " AND version = %s", (owner.tree_id, owner.stream_id, version)))
 
     def integrity_problems(self) -> list[str]:
-        """Rows the schema's keys cannot catch: stream names that disagree with streams, and metadata_index
-        rows that disagree with versions.metadata (PostgreSQL checks its own pages)."""
+        """Rows whose version row is gone (only possible with foreign keys disabled), stream names that
+        disagree with streams, and metadata_index rows that disagree with versions.metadata (PostgreSQL
+        checks its own pages)."""
         out = [f"stream_names: {r[0]!r} does not name its stream" for r in self._rows(
             "SELECT n.name FROM eventckpt.stream_names AS n LEFT JOIN eventckpt.streams AS s ON s.tree_id = n.tree_id"
             " AND s.stream_id = n.stream_id WHERE s.name IS DISTINCT FROM n.name"
             " UNION ALL SELECT s.name FROM eventckpt.streams AS s LEFT JOIN eventckpt.stream_names AS n ON n.name = s.name"
             " WHERE n.name IS NULL")]
+        for table in ("events", "snapshots", "checkpoint_ids"):
+            out += [f"foreign key: {table} of stream {r[0]} version {r[1]} has no versions row" for r in self._rows(
+                f"SELECT DISTINCT x.stream_id, x.version FROM eventckpt.{table} AS x WHERE NOT EXISTS (SELECT 1 FROM"
+                " eventckpt.versions AS v WHERE v.tree_id = x.tree_id AND v.stream_id = x.stream_id AND v.version = x.version)")]
         expected = ("SELECT v.tree_id, e.key, e.value, v.stream_id, v.version FROM eventckpt.versions AS v,"
                     " jsonb_each(v.metadata::jsonb) AS e WHERE v.metadata IS NOT NULL AND (jsonb_typeof(e.value) = 'string'"
                     " OR (jsonb_typeof(e.value) = 'number' AND e.value::text ~ '^-?[0-9]+$'))")

@@ -170,9 +170,12 @@ class Engine:
         self._committed_at = self.conn.data_version()
 
     def may_have_changed(self) -> bool:
-        """Whether another connection may have committed since our last commit (SQLite's data_version: a
-        file-control call, no SQL; True when unsure)."""
-        return self._committed_at is None or self.conn.data_version() != self._committed_at
+        """Whether another connection may have committed since our last commit: SQLite's data version (a
+        file-control call, no SQL). The pager refreshes that counter only when a transaction begins, so
+        outside one the answer is "unsure" (True)."""
+        if not self._depth or self._committed_at is None:
+            return True
+        return self.conn.data_version() != self._committed_at
 
     def rollback(self) -> None:
         if self._depth > 1:  # undo one savepoint of batch(); the outer transaction goes on
