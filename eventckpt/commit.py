@@ -26,7 +26,7 @@ from .checkpoint import Checkpoint, now
 from .checks import check_options, is_number
 from .core import Core, Head
 from .errors import (ConflictError, DuplicateCheckpointIdError, InvalidArgumentError, PathError, SerializationError,
-                     StoreBusyError)
+                     StoreBusyError, StoreUnavailableError, StreamExistsError)
 from .integrity import version_checksum
 from .journal import CheckpointIdTaken, Commit, HistoryRewritten, Journal, StreamRow, VersionRow, VersionTaken
 from .paths import Path, to_text
@@ -96,6 +96,15 @@ def commit(
             except CheckpointIdTaken:
                 core.forget(attempt.stream_id, task_id)
                 raise DuplicateCheckpointIdError(task_id, checkpoint_id or "") from None
+            except StoreUnavailableError as exc:  # the connection dropped (PostgreSQL)
+                core.forget(attempt.stream_id, task_id)
+                if exc.committed is None:  # did it commit? look it up by its checksum
+                    try:
+                        if attempt.landed(journal):
+                            return attempt.checkpoint(journal)
+                    except StoreUnavailableError as again:  # the server is still away: nobody can tell
+                        raise StoreUnavailableError(str(again), code=again.code, committed=None) from None
+                continue  # known not to have committed: redo it (the pool waits for the server)
             except ConflictError:  # raised before anything was applied to the head
                 raise
             except BaseException:
@@ -142,6 +151,7 @@ class _Attempt:
         self.current = 0
         self.row: StreamRow | None = None
         self.head: Head | None = None
+        self.pending: tuple[int, bytes, dict[str, int | float]] | None = None  # version, checksum, usage in flight
         self.created = ""
 
     def _writable(self, journal: Journal, optimistic: bool) -> tuple[StreamRow, Head]:
@@ -154,7 +164,10 @@ class _Attempt:
         if found is None:
             if optimistic:  # a new stream is created inside the write transaction
                 raise _Stale()
-            row = journal.create_stream(self.task_id, self.created)
+            try:
+                row = journal.create_stream(self.task_id, self.created)
+            except StreamExistsError:  # another writer created it first (PostgreSQL: no file lock to wait on)
+                raise _Stale() from None
             return row, core.head(journal, row, 0)
         row, current = found
         return row, core.head(journal, row, current)
@@ -187,20 +200,30 @@ class _Attempt:
         checksum = version_checksum(head.checksum, version, self.created, self.name, self.auto, self.meta_text,
                                     usage_text, rows)
         snapshot = core.snapshot_of(head, version) if head.tracker.due() else None
+        self.row, self.head, self.pending = row, head, (version, checksum, usage)
         journal.append(Commit(
             row, VersionRow(row.id, version, self.created, self.name, self.auto, self.meta_text, usage_text, len(rows),
                             nbytes, checksum),
             rows, head.generation, self.checkpoint_id, self.tool_rows, snapshot,
         ))
         head.version, head.checksum, head.usage = version, checksum, usage
-        self.row, self.head = row, head
+
+    def landed(self, journal: Journal) -> bool:
+        """Whether the commit whose outcome a dropped connection hid is in the store: its version, with its
+        checksum (which chains over everything it wrote). Asking may wait for the server to come back."""
+        if self.row is None or self.pending is None:
+            return False
+        version, checksum, _ = self.pending
+        vrow = journal.version_row(self.row, version)
+        return vrow is not None and vrow.checksum == checksum
 
     def checkpoint(self, journal: Journal) -> Checkpoint:
         """The checkpoint the successful attempt committed (built from what it wrote)."""
-        assert self.row is not None and self.head is not None
-        core, version = self.core, self.head.version
+        assert self.row is not None and self.pending is not None
+        core = self.core
+        version, _, usage = self.pending
         return Checkpoint.trusted(
-            self.task_id, version, dict(self.head.usage), core.codec.decode(self.meta_text) if self.meta_text else {},
+            self.task_id, version, dict(usage), core.codec.decode(self.meta_text) if self.meta_text else {},
             self.created, self.name, bool(self.auto), core.origin(journal, self.row), self.checkpoint_id,
             core.loader(self.row, version),
         )

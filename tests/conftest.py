@@ -78,6 +78,14 @@ def store_target(new_target: Callable[[], str]) -> str:
 
 
 @pytest.fixture
+def pg_target() -> Iterator[str]:
+    """An empty store on PostgreSQL alone (for what only PostgreSQL has: pools, servers, many hosts)."""
+    target = TARGETS.take("postgresql")
+    yield target
+    TARGETS.give_back(target)
+
+
+@pytest.fixture
 def store(store_target: str) -> Iterator[eventckpt.Store]:
     """An open store on each engine."""
     with eventckpt.open(store_target) as s:

@@ -131,8 +131,12 @@ class PostgresBackend(Backend):
             self._checkin(journal.conn)
 
     def replace(self, conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-        """Give a dropped connection back (the pool discards it) and take a working one."""
+        """Give a dropped connection back (the pool discards it) and take a working one. When one dropped,
+        the others idle in the pool probably did too (a server restart): they are checked first, once,
+        instead of on every checkout."""
         self._checkin(conn)
+        assert self.pool is not None
+        self.pool.check()
         return self._checkout()
 
     def close(self) -> None:

@@ -173,9 +173,8 @@ class Tables(Engine):
         except pg.ForeignKeyViolation:  # the stream is gone
             raise VersionTaken() from None
         except psycopg.Error as exc:
-            if lost(exc) and not self._depth:
-                self.reconnect()
-                raise errors.StoreUnavailableError(f"{self.path}: the connection dropped during a commit",
+            if lost(exc) and not self._depth:  # the next statement replaces the connection
+                raise errors.StoreUnavailableError(f"{self.path}: the connection dropped during a commit ({exc})",
                                                    code="lost", committed=None) from None
             self._fail(exc)
         assert found is not None
