@@ -36,7 +36,7 @@ from .errors import (
 )
 from .query import HistoryEntry
 from .snapshot import SnapshotPolicy
-from .store import Store, open
+from .store import Store, copy, open
 from .stream import CheckpointStore
 from .transaction import Transaction
 from .verify import VerifyReport
@@ -78,6 +78,7 @@ __all__ = [
     "StorageFullError",
     "StoreUnavailableError",
     "Store",
+    "copy",
     "StoreBusyError",
     "StoreClosedError",
     "StreamExistsError",

@@ -69,13 +69,27 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(eventckpt.__version__, prog_name="eventckpt")
 def main() -> None:
-    """eventckpt: an event-sourced checkpoint store in one SQLite file.
+    """eventckpt: an event-sourced checkpoint store in one SQLite file (or a PostgreSQL database).
 
-    Every command takes the store file first; --json prints JSON for scripts.
+    Every command takes the store first (a file, or a postgresql:// URL); --json prints JSON for scripts.
     """
 
 
-STORE = click.argument("path", metavar="STORE", type=click.Path(dir_okay=False, exists=True))
+class StoreTarget(click.ParamType):
+    """A store: a file path, or a postgresql:// URL (the same commands work on both)."""
+
+    name = "store"
+
+    def __init__(self, exists: bool = True) -> None:
+        self.path = click.Path(dir_okay=False, exists=exists)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith(("postgresql://", "postgres://")):
+            return value
+        return self.path.convert(value, param, ctx)
+
+
+STORE = click.argument("path", metavar="STORE", type=StoreTarget())
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
@@ -367,7 +381,7 @@ def export(path: str, stream: str, forks: bool, output: Any) -> None:
 
 
 @main.command(name="import")
-@click.argument("path", metavar="STORE", type=click.Path(dir_okay=False))
+@click.argument("path", metavar="STORE", type=StoreTarget(exists=False))
 @click.argument("source", metavar="FILE", type=click.File("rb"))
 @JSON
 def import_(path: str, source: Any, as_json: bool) -> None:
@@ -393,6 +407,28 @@ def import_(path: str, source: Any, as_json: bool) -> None:
         emit_json({"streams": names})
     else:
         click.echo(f"imported {len(names)} streams: {', '.join(names)}")
+
+
+@main.command()
+@click.argument("source", metavar="SRC", type=StoreTarget())
+@click.argument("target", metavar="DST", type=StoreTarget(exists=False))
+@JSON
+def copy(source: str, target: str, as_json: bool) -> None:
+    """Copy every stream of SRC into DST (created if missing), between engines in either direction:
+    version numbers, times, checksums and LangGraph threads are kept. One stream tree at a time, each all
+    or nothing; streams DST already has are refused before anything is written.
+
+    Example: eventckpt copy agent.db postgresql://me@db-host/agents
+    """
+    progress = _Progress("copying")
+    try:
+        copied = eventckpt.copy(source, target, progress=progress)
+    finally:
+        progress.close()
+    if as_json:
+        emit_json({"streams": list(copied.streams), "versions": copied.versions})
+    else:
+        click.echo(f"copied {len(copied.streams)} streams, {copied.versions} versions")
 
 
 def _size(source: Any) -> int:

@@ -194,3 +194,25 @@ class Store:
         every version. Returns the stream names. The import is one transaction: on any error, or if the
         process dies, nothing of it is kept."""
         return transfer.import_lines(self, lines, progress)
+
+
+def copy(source: Any, target: Any, *, progress: Callable[[int, int], None] | None = None) -> transfer.Copied:
+    """Copy every stream of the store `source` into the store `target` (each a Store, or anything
+    eventckpt.open takes: a file path, a postgresql:// URL, a psycopg connection or pool), keeping version
+    numbers, times, names, metadata, usage and checksums, and the LangGraph saver's threads and pending
+    writes: between engines in either direction. One stream tree is one transaction of the target; names
+    the target already holds are refused before anything is written. `progress(done, total)` counts lines
+    of the transfer. Returns the streams and versions copied."""
+    opened: list[Store] = []
+
+    def store_of(x: Any) -> Store:
+        if isinstance(x, Store):
+            return x
+        opened.append(open(x))
+        return opened[-1]
+
+    try:
+        return transfer.copy(store_of(source), store_of(target), progress)
+    finally:
+        for store in opened:
+            store.close()

@@ -6,7 +6,8 @@ One JSON object per line:
     {"stream": "task-1", "parent": null, "fork_version": null, "created_at": "..."}
     {"stream": "task-1", "version": 1, "created_at": "...", "name": null, "auto": false,
      "metadata": {...} | null, "usage": {...} | null, "checkpoint_id": null,
-     "events": [["set", "$.step", 1], ["append", "$.messages", {...}], ...], "checksum": "..."}
+     "events": [["set", "$.step", 1], ["append", "$.messages", {...}], ...], "checksum": "...",
+     "tool_calls": [[call_id, name, arguments, result, error, undoes], ...]}   (only when there are any)
     ...
 
 A stream is exported with its whole lineage as its own versions (a fork's shared versions are copied
@@ -18,11 +19,15 @@ snapshots follow the importing store's policy. Version numbers are kept, holes i
 folds removed versions into the next kept one), and each imported version must reproduce its exported
 checksum, which chains over the versions before it: a version missing from the lines is refused. The
 whole import is one transaction.
+
+`copy(source, target)` moves a whole store between engines (SQLite <-> PostgreSQL) the same way, one stream
+tree per transaction, with the LangGraph saver's threads and pending writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -79,11 +84,17 @@ def _versions(store: Store, row: StreamRow, upto: int, after: int) -> Iterator[b
             for version, _, op, path, value in journal.tail(segments, lo - 1):
                 events.setdefault(version, []).append([op, path, orjson.Fragment(value) if value is not None else None])
             ids = {v: journal.checkpoint_id_of(s, v) for s in segments for v in range(s.lo, s.hi + 1)}
+            calls: dict[int, list[Any]] = {}
+            for version, call_id, name, arguments, result, error, undoes in journal.tool_calls(segments, lo - 1):
+                calls.setdefault(version, []).append([call_id, name, orjson.Fragment(arguments),
+                                                      orjson.Fragment(result) if result is not None else None,
+                                                      error, undoes])
         lines = [orjson.dumps({
             "stream": row.name, "version": v.version, "created_at": v.created_at, "name": v.name, "auto": bool(v.auto),
             "metadata": orjson.Fragment(v.metadata) if v.metadata else None,
             "usage": orjson.Fragment(v.usage) if v.usage else None,
             "checkpoint_id": ids.get(v.version), "events": events.get(v.version, []), "checksum": v.checksum.hex(),
+            **({"tool_calls": calls[v.version]} if v.version in calls else {}),
         }) + b"\n" for v in vrows]
         yield from lines
 
@@ -166,6 +177,13 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
         recorded.append((op, from_text(path), codec.decode(raw) if raw is not None else None, raw))
     metadata = record.get("metadata")
     checksum = _field(record, "checksum", (str, type(None)), number)  # absent in hand-written lines
+    tool_rows = []
+    for call in record.get("tool_calls") or []:  # absent in exports from before tool calls travelled
+        if type(call) is not list or len(call) != 6 or not all(type(call[i]) is str for i in (0, 1)) \
+                or not all(call[i] is None or type(call[i]) is str for i in (4, 5)):
+            raise InvalidArgumentError("line", number, f"a tool call is [call_id, name, arguments, result, error, undoes], not {call!r}")
+        tool_rows.append((call[0], call[1], orjson.dumps(call[2]).decode(),
+                          orjson.dumps(call[3]).decode() if call[3] is not None else None, call[4], call[5]))
     usage = check_usage(_field(record, "usage", (dict, type(None)), number)) or {}
     created_at = _field(record, "created_at", (str,), number)
     try:
@@ -177,7 +195,7 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
         metadata=codec.decode(orjson.dumps(metadata)) if metadata is not None else None,
         name=_field(record, "name", (str, type(None)), number), auto=_field(record, "auto", (bool,), number),
         expected_version=None, at=version, checkpoint_id=_field(record, "checkpoint_id", (str, type(None)), number),
-        created_at=created_at,
+        created_at=created_at, tool_rows=tool_rows,
     )
     created[name] = version
     if checksum is not None:  # it chains over every version before: a missing one shows here
@@ -187,3 +205,52 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
         if vrow is None or vrow.checksum.hex() != checksum:
             raise InvalidArgumentError("line", number, f"version {version} of {name!r} does not match its checksum"
                                        " (a damaged export, or a version missing before it)")
+
+
+@dataclass(frozen=True)
+class Copied:
+    """What `copy` moved: the streams (roots with their forks) and the versions."""
+
+    streams: tuple[str, ...]
+    versions: int
+
+
+def copy(source: Store, target: Store, progress: Callable[[int, int], None] | None = None) -> Copied:
+    """See eventckpt.copy."""
+    with source.core.session() as journal, journal.read():
+        rows = journal.streams_all()
+        total = journal.totals()["versions"]
+        namespaces = journal.langgraph_namespaces()
+    names = [r.name for r in rows]
+    with target.core.session() as journal:
+        taken = [n for n in names if journal.stream(n) is not None]
+        if taken:  # refuse before anything is written
+            raise StreamExistsError(taken[0])
+        clash = [(t, ns) for t, ns, _ in namespaces if journal.langgraph_tree(t, ns) is not None]
+        if clash:
+            raise InvalidArgumentError("target", target.path, f"already has the LangGraph thread {clash[0][0]!r}")
+    roots = [r for r in rows if r.parent_id is None]
+    lines_total = total + len(rows) + len(roots)  # per tree: a header, a line per stream, one per version
+    done = 0
+
+    def counted(lines: Iterator[bytes]) -> Iterator[bytes]:
+        nonlocal done
+        for line in lines:
+            done += 1
+            if progress:
+                progress(done, lines_total)
+            yield line
+
+    copied: list[str] = []
+    for root in roots:  # a tree at a time, each in one transaction of the target
+        copied += import_lines(target, counted(export(source, root.name, forks=True)), None)
+    with source.core.session() as journal:
+        writes = {(t, ns): journal.langgraph_all_writes(t, ns) for t, ns, _ in namespaces}
+    with target.core.session() as journal, journal.write():
+        for thread_id, ns, root_name in namespaces:
+            root = journal.stream(root_name)
+            assert root is not None
+            journal.langgraph_set_tree(thread_id, ns, root.tree_id)
+            for checkpoint_id, task_id, task_path, text in writes[(thread_id, ns)]:
+                journal.langgraph_set_writes(thread_id, ns, checkpoint_id, task_id, task_path, text, replace=True)
+    return Copied(tuple(copied), done - len(rows) - len(roots))

@@ -202,3 +202,16 @@ def test_a_killed_import_leaves_nothing(tmp_path: Path, kill_at: int) -> None:
         assert dst.streams() == ["existing"] and dst.verify().ok
         dst.import_lines((tmp_path / "export.jsonl").read_bytes().splitlines())  # and it can be done again
         assert set(dst.streams()) == {"existing", "main", "fork", "deep"}
+
+
+def test_tool_calls_travel_with_their_versions(named: dict[str, str]) -> None:
+    """Tool calls (undo records included) are exported with their version and imported into it."""
+    tools = eventckpt.ToolRegistry()
+    tools.register("add", lambda n: n + 1, reverse=lambda args, result: None)
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"]) as dst:
+        task = src.stream("t")
+        task.save({"n": 1}, tool_calls=[tools.call("add", n=1), tools.call("add", n="x")])
+        task.save({"n": 2})
+        task.undo_tools(since_version=0, registry=tools)
+        dst.import_lines(src.export("t"))
+        assert dst.stream("t").tool_calls() == task.tool_calls() and len(task.tool_calls()) == 3

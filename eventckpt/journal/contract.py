@@ -369,6 +369,14 @@ class Journal(ABC):
         """Copy a namespace's writes from thread `source` to thread `target`."""
 
     @abstractmethod
+    def langgraph_namespaces(self) -> list[tuple[str, str, str]]:
+        """(thread_id, checkpoint_ns, root stream name) of every namespace of every thread (for copy)."""
+
+    @abstractmethod
+    def langgraph_all_writes(self, thread_id: str, checkpoint_ns: str) -> list[tuple[str, str, str, str]]:
+        """(checkpoint_id, task_id, task_path, writes JSON) of every pending write of a namespace (for copy)."""
+
+    @abstractmethod
     def langgraph_runs(self, run_ids: Sequence[str]) -> list[tuple[str, str, str]]:
         """(thread, namespace, checkpoint id) of every checkpoint whose metadata names one of the runs."""
 

@@ -111,6 +111,16 @@ class LangGraphTables(Engine):
             " SELECT %s, checkpoint_ns, checkpoint_id, task_id, task_path, writes FROM eventckpt.langgraph_writes"
             " WHERE thread_id = %s AND checkpoint_ns = %s", (target, source, checkpoint_ns))
 
+    def langgraph_namespaces(self) -> list[tuple[str, str, str]]:
+        return [tuple(r) for r in self._rows(
+            "SELECT t.thread_id, t.checkpoint_ns, s.name FROM eventckpt.langgraph_threads AS t JOIN eventckpt.streams AS s"
+            " ON s.tree_id = t.tree_id AND s.stream_id = t.tree_id ORDER BY t.thread_id, t.checkpoint_ns")]
+
+    def langgraph_all_writes(self, thread_id: str, checkpoint_ns: str) -> list[tuple[str, str, str, str]]:
+        return [tuple(r) for r in self._rows(
+            "SELECT checkpoint_id, task_id, task_path, writes FROM eventckpt.langgraph_writes WHERE thread_id = %s"
+            " AND checkpoint_ns = %s ORDER BY checkpoint_id, task_id", (thread_id, checkpoint_ns))]
+
     def langgraph_runs(self, run_ids: Sequence[str]) -> list[tuple[str, str, str]]:
         return [tuple(r) for r in self._rows(
             "SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id FROM eventckpt.versions AS v"

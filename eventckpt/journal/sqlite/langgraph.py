@@ -157,6 +157,15 @@ class LangGraphTables(Engine):
             (target, source, checkpoint_ns),
         )
 
+    def langgraph_namespaces(self) -> list[tuple[str, str, str]]:
+        return self._rows("SELECT t.thread_id, t.checkpoint_ns, s.name FROM langgraph_threads AS t"
+                          " JOIN streams AS s ON s.id = t.tree_id ORDER BY t.thread_id, t.checkpoint_ns")
+
+    def langgraph_all_writes(self, thread_id: str, checkpoint_ns: str) -> list[tuple[str, str, str, str]]:
+        return self._rows("SELECT checkpoint_id, task_id, task_path, writes FROM langgraph_writes"
+                          " WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id, task_id",
+                          (thread_id, checkpoint_ns))
+
     def langgraph_runs(self, run_ids: Sequence[str]) -> list[tuple[str, str, str]]:
         """(thread, namespace, checkpoint id) of every checkpoint whose metadata names one of the runs."""
         return self._rows(
