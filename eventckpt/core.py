@@ -173,7 +173,7 @@ class Core:
 
     def _current(self, journal: Journal, head: Head, row: StreamRow) -> bool:
         """Whether a cached head was built under the tree's current history generation (dropped if not)."""
-        if not journal.may_have_changed() or journal.generation(row.tree_id) == head.generation:
+        if not journal.may_have_changed() or journal.generation(row) == head.generation:
             return True
         self.forget_all()  # SQLite keeps one generation for the file: every head is as stale
         return False
@@ -201,7 +201,7 @@ class Core:
                 self._heads.move_to_end(row.id)
             return head
         with journal.read():
-            generation = journal.generation(row.tree_id)
+            generation = journal.generation(row)
             if version == 0:
                 head = Head(row.id, 0, {}, {}, ROOT, Tracker(self.policy), generation)
             else:

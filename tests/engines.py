@@ -108,7 +108,8 @@ class Targets:
             tables = [r[0] for r in conn.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'eventckpt'"
                 " AND table_type = 'BASE TABLE' ORDER BY table_name")]
-            return {t: conn.execute(f"SELECT * FROM eventckpt.{t} ORDER BY 1, 2").fetchall() for t in tables}
+            return {t: conn.execute(f"SELECT * FROM eventckpt.{t} ORDER BY 1").fetchall() if t == "trees" else
+                    conn.execute(f"SELECT * FROM eventckpt.{t} ORDER BY 1, 2").fetchall() for t in tables}
 
     def close(self) -> None:
         if self._server is not None:

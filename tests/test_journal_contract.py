@@ -84,7 +84,7 @@ def test_a_commit_built_before_a_rewrite_is_refused(store: eventckpt.Store, stor
     HistoryRewritten and writes nothing."""
     with store.core.session() as journal:
         row = new_stream(journal, "s")
-        generation = journal.generation(row.tree_id)
+        generation = journal.generation(row)
         journal.append(commit(row, 1, [("set", "$.a", b"1")], generation=generation))
     with eventckpt.open(store_target) as other, other.core.session() as journal:
         with journal.write():
@@ -95,7 +95,7 @@ def test_a_commit_built_before_a_rewrite_is_refused(store: eventckpt.Store, stor
         with pytest.raises(HistoryRewritten):
             journal.append(commit(row, 2, [("set", "$.a", b"2")], generation=generation))
         assert journal.version_row(row, 2) is None
-        journal.append(commit(row, 2, [("set", "$.a", b"2")], generation=journal.generation(row.tree_id)))
+        journal.append(commit(row, 2, [("set", "$.a", b"2")], generation=journal.generation(row)))
 
 
 def test_a_write_transaction_is_all_or_nothing(journal: Journal) -> None:
@@ -165,7 +165,7 @@ def test_a_tree_lock_holds_writers_off_until_the_rewrite_ends(store: eventckpt.S
     waits for the file's write lock (SQLite), and then sees the new generation."""
     with store.core.session() as journal:
         row = new_stream(journal, "s")
-        generation = journal.generation(row.tree_id)
+        generation = journal.generation(row)
         journal.append(commit(row, 1, [("set", "$.a", b"1")], generation=generation))
     outcome: list[BaseException | None] = []
 

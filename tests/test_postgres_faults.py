@@ -92,12 +92,15 @@ def test_clients_sigkilled_mid_commit_leave_only_whole_versions(pg_target: str) 
     assert len(acked) > 20
 
 
+STEPS = 1500  # enough that both writers are still going when the server goes down
+
+
 def test_a_server_crash_mid_workload(pg_target: str) -> None:
     """Two writers keep going while the server is stopped with `pg_ctl stop -m immediate` and restarted:
     they reconnect by themselves, every acknowledged version is there exactly, and nothing half-written
     is visible."""
     server = TARGETS.server()
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, pg_target, f"w{i}", "400"], stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, pg_target, f"w{i}", str(STEPS)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(2)]
     lines: list[list[str]] = [[], []]
 
@@ -117,13 +120,14 @@ def test_a_server_crash_mid_workload(pg_target: str) -> None:
     server.restart()
     for t in readers:
         t.join(600)
-    assert all(n < 400 for n in at_crash), at_crash  # the crash came mid-workload
+    assert all(n < STEPS for n in at_crash), at_crash  # the crash came mid-workload
     outputs = ["".join(x) for x in lines]
     assert [p.returncode for p in procs] == [0, 0], [p.stderr.read() for p in procs]  # type: ignore[union-attr]
     for i in range(2):
         acked = acks(outputs[i])
-        assert sorted(acked) == list(range(1, 401))  # every step acknowledged once, in order
-        assert check_store(pg_target, f"w{i}", {v: acked[v] for v in range(1, 401, 7)} | {400: 400}) == 400
+        assert sorted(acked) == list(range(1, STEPS + 1))  # every step acknowledged once, in order
+        sample = {v: acked[v] for v in range(1, STEPS + 1, 37)} | {STEPS: STEPS}
+        assert check_store(pg_target, f"w{i}", sample) == STEPS
 
 
 def test_a_store_in_this_process_survives_a_server_restart(pg_target: str) -> None:

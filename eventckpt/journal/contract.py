@@ -117,7 +117,7 @@ class Journal(ABC):
         nothing. Outside a transaction it is its own transaction (as few round trips as the engine
         allows); inside one it joins it. Raises, having written nothing: VersionTaken when the version
         exists or the stream is gone, CheckpointIdTaken when the id is used in the tree,
-        HistoryRewritten when the tree's generation is no longer `commit.generation`."""
+        HistoryRewritten when the stream's generation is no longer `commit.generation`."""
 
     @abstractmethod
     def version_row(self, owner: StreamRef, version: int) -> VersionRow | None:
@@ -201,16 +201,16 @@ class Journal(ABC):
     # -- retention: rewriting committed history -----------------------------------------------------
 
     @abstractmethod
-    def generation(self, tree_id: int) -> int:
-        """The tree's history generation: it changes whenever retention rewrites the tree's committed
-        history (an engine may keep one number for all trees)."""
+    def generation(self, stream: StreamRef) -> int:
+        """The stream's history generation: it changes whenever retention rewrites its tree's committed
+        history (an engine may keep one number for a whole tree, or for all trees)."""
 
     @abstractmethod
     def lock_tree(self, tree_id: int) -> None:
         """Inside a write transaction, before reading what a rewrite of the tree's history will be
         planned from: wait for the tree's commits in flight, and hold the tree's writers off until the
         transaction ends (SQLite: nothing to do, BEGIN IMMEDIATE holds the file's write lock;
-        PostgreSQL: a lock on the tree's row, which every commit shares)."""
+        PostgreSQL: the tree's stream rows FOR UPDATE, which every commit's FOR KEY SHARE waits for)."""
 
     @abstractmethod
     def bump_generation(self, tree_id: int) -> int:

@@ -25,12 +25,9 @@ CREATE TABLE eventckpt.store_info (
 -- Stream ids come from this sequence (only when a stream is created, never per write).
 CREATE SEQUENCE eventckpt.stream_ids;
 
--- One row per stream tree: a root stream and every fork below it. `generation` moves whenever retention
--- rewrites the tree's committed history; a commit takes a share lock on this row and refuses to write if
--- the generation is not the one its writer's cached state was built under.
+-- One row per stream tree: a root stream and every fork below it.
 CREATE TABLE eventckpt.trees (
-    tree_id    bigint PRIMARY KEY,
-    generation bigint NOT NULL DEFAULT 0
+    tree_id bigint PRIMARY KEY
 );
 
 -- A stream is one task / session / thread. A fork names its parent (in the same tree) and the version it
@@ -42,6 +39,11 @@ CREATE TABLE eventckpt.streams (
     parent_id    bigint,
     fork_version bigint CHECK (fork_version >= 0),
     created_at   text NOT NULL,                       -- ISO-8601 UTC
+    -- Moves whenever retention rewrites the tree's committed history. A commit locks its stream's row
+    -- FOR KEY SHARE (the lock its foreign key check takes anyway, so it costs nothing more) and writes
+    -- only if the generation is the one its writer's cached state was built under; retention holds the
+    -- tree's rows FOR UPDATE while it rewrites, so a commit waits for it and then sees the new number.
+    generation   bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (tree_id, stream_id),
     FOREIGN KEY (tree_id, parent_id) REFERENCES eventckpt.streams (tree_id, stream_id),
     CHECK ((parent_id IS NULL) = (fork_version IS NULL)),

@@ -39,18 +39,20 @@ def _version_row(row: Sequence[Any]) -> VersionRow:
 
 
 def _append_sql(checkpoint_id: bool, tools: bool, snapshot: bool) -> str:
-    """The one statement that writes a version: the tree's row is share-locked (retention's rewrite holds
-    it exclusively) and must still have the generation the writer built on; then the version row and,
-    from it, the events, checkpoint id, tool calls and snapshot. Nothing is written when the generation
-    moved; the primary keys refuse a version or id another writer took."""
+    """The one statement that writes a version: the stream's row is locked FOR KEY SHARE (the lock the
+    versions foreign key takes anyway; retention holds the tree's rows FOR UPDATE while it rewrites) and
+    must still have the generation the writer built on; then the version row and, from it, the events,
+    checkpoint id, tool calls and snapshot. Nothing is written when the generation moved; the primary keys
+    refuse a version or id another writer took. Arrays are bound in binary (no per-item escaping)."""
     parts = [
-        "WITH g AS (SELECT generation FROM eventckpt.trees WHERE tree_id = %(t)s FOR SHARE),",
+        "WITH g AS (SELECT generation FROM eventckpt.streams WHERE tree_id = %(t)s AND stream_id = %(s)s"
+        " FOR KEY SHARE),",
         " v AS (INSERT INTO eventckpt.versions (tree_id, stream_id, version, created_at, name, auto, metadata, usage,"
         " event_count, event_bytes, checksum) SELECT %(t)s, %(s)s, %(v)s, %(created)s, %(name)s, %(auto)s, %(meta)s,"
         " %(usage)s, %(count)s, %(bytes)s, %(checksum)s FROM g WHERE g.generation = %(gen)s RETURNING version),",
         " e AS (INSERT INTO eventckpt.events (tree_id, stream_id, version, seq, op, path, value)"
         " SELECT %(t)s, %(s)s, v.version, x.seq - 1, x.op, x.path, x.value FROM v,"
-        " unnest(%(ops)s::text[], %(paths)s::text[], %(values)s::text[]) WITH ORDINALITY AS x(op, path, value, seq))",
+        " unnest(%(ops)b::text[], %(paths)b::text[], %(values)b::text[]) WITH ORDINALITY AS x(op, path, value, seq))",
     ]
     if checkpoint_id:
         parts.append(", c AS (INSERT INTO eventckpt.checkpoint_ids (tree_id, checkpoint_id, stream_id, version)"
@@ -180,7 +182,7 @@ class Tables(Engine):
         assert found is not None
         generation, written = found
         if generation is None:
-            raise VersionTaken()  # the tree is gone
+            raise VersionTaken()  # the stream is gone
         if not written:
             raise HistoryRewritten()
 
@@ -311,17 +313,18 @@ class Tables(Engine):
 
     # -- retention (rewriting committed history) --------------------------------------------------
 
-    def generation(self, tree_id: int) -> int:
-        row = self._one("SELECT generation FROM eventckpt.trees WHERE tree_id = %s", (tree_id,))
+    def generation(self, stream: StreamRef) -> int:
+        row = self._one("SELECT generation FROM eventckpt.streams WHERE tree_id = %s AND stream_id = %s",
+                        (stream.tree_id, stream.stream_id))
         return int(row[0]) if row else 0
 
     def lock_tree(self, tree_id: int) -> None:
-        self._run("SELECT 1 FROM eventckpt.trees WHERE tree_id = %s FOR UPDATE", (tree_id,))
+        self._run("SELECT 1 FROM eventckpt.streams WHERE tree_id = %s FOR UPDATE", (tree_id,))
 
     def bump_generation(self, tree_id: int) -> int:
-        row = self._one("UPDATE eventckpt.trees SET generation = generation + 1 WHERE tree_id = %s RETURNING generation",
-                        (tree_id,))
-        return int(row[0]) if row else 0
+        row = self._one("WITH u AS (UPDATE eventckpt.streams SET generation = generation + 1 WHERE tree_id = %s"
+                        " RETURNING generation) SELECT max(generation) FROM u", (tree_id,))
+        return int(row[0]) if row and row[0] is not None else 0
 
     def snapshots_in(self, owner: StreamRef, lo: int, hi: int) -> list[tuple[int, str, str]]:
         return [(int(r[0]), r[1], r[2]) for r in self._rows(

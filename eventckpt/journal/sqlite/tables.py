@@ -118,7 +118,7 @@ class Tables(Engine):
             self._insert(commit)
             return
         with self.write():  # its own BEGIN IMMEDIATE transaction, or a savepoint of a batch
-            if self.may_have_changed() and self.generation(commit.stream.tree_id) != commit.generation:
+            if self.may_have_changed() and self.generation(commit.stream) != commit.generation:
                 raise HistoryRewritten()
             self._insert(commit)
 
@@ -282,7 +282,7 @@ class Tables(Engine):
 
     # -- retention (rewriting committed history) --------------------------------------------------
 
-    def generation(self, tree_id: int) -> int:
+    def generation(self, stream: StreamRef) -> int:
         # One number for the whole file: BEGIN IMMEDIATE already serializes rewrites with every writer.
         return self._one("SELECT generation FROM history_generation WHERE id = 1")[0]
 
