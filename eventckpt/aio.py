@@ -36,7 +36,7 @@ from . import store as _store
 from .checkpoint import Checkpoint
 from .diffing import Diff
 from .query import HistoryEntry
-from .errors import InvalidArgumentError, VersionNotFoundError
+from .errors import InvalidArgumentError, StreamNotFoundError, VersionNotFoundError
 from .mixin import Migrations
 from .retention import Pruned
 from .store import Store
@@ -114,7 +114,10 @@ class AsyncStore:
         stream = self._stream(session_id)
 
         def newest() -> list[Checkpoint]:
-            chosen = stream.log(limit) if limit != 0 else []  # one query, O(limit)
+            try:
+                chosen = stream.log(limit)  # one query, O(limit)
+            except StreamNotFoundError:  # as llmfy's list: a session never saved has no checkpoints
+                return []
             return [_loaded(cp) for cp in chosen] if with_values else chosen
 
         return await self._run(newest)
@@ -140,7 +143,8 @@ class AsyncStore:
         def clear() -> int:
             names = self.store.streams()
             for name in names:
-                if self.store.stream(name).parent is None:  # a root takes its forks with it
+                stream = self.store.stream(name)
+                if stream.exists() and stream.parent is None:  # a root takes its forks with it
                     self.store.delete_stream(name, forks=True)
             return len(names)
 
@@ -206,8 +210,8 @@ class AsyncStore:
 
 
 def _resolve(stream: CheckpointStore, checkpoint_id: str | None) -> int:
-    """The version a checkpoint id names in this session's lineage (0 when none)."""
-    if checkpoint_id is None:
+    """The version a checkpoint id names in this session's lineage (0 when none, or no such session)."""
+    if checkpoint_id is None or not stream.exists():
         return stream.version
     found = stream.find(checkpoint_id)
     if found is not None:

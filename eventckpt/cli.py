@@ -27,8 +27,10 @@ from .cli_output import (
     history_line,
     log_line,
     parse_meta,
+    is_version,
     parse_path,
     parse_ref,
+    parse_version,
     table,
     value_json,
 )
@@ -80,8 +82,10 @@ JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead 
 
 
 @contextmanager
-def _open(path: str, **options: Any) -> Iterator[eventckpt.Store]:
-    with eventckpt.open(path, **options) as store:
+def _open(path: str, *, create: bool = False) -> Iterator[eventckpt.Store]:
+    """The store at `path`. Only `demo` and `import` create one: every other command refuses a missing or
+    empty file (StoreNotFoundError) and leaves it as it was."""
+    with eventckpt.open(path, create=create) as store:
         yield store
 
 
@@ -190,8 +194,8 @@ def show(path: str, ref: str, as_json: bool) -> None:
 
     Example: eventckpt show agent.db task-1@3
     """
-    stream, version = parse_ref(ref)
     with _open(path) as store:
+        stream, version = parse_ref(store, ref)
         task = store.stream(stream)
         if not task.exists():
             raise eventckpt.StreamNotFoundError(stream)
@@ -213,15 +217,17 @@ def diff(path: str, old: str, new: str | None, width: int, as_json: bool) -> Non
     """Show what changed from one version to another: added (+), removed (-) and changed (~) paths.
 
     The second version defaults to the head of the first stream; it may be a bare version of the same
-    stream (eventckpt diff agent.db task-1@3 7) or a version of a fork.
+    stream (eventckpt diff agent.db demo@3 7, or v7) or a version of another stream, such as a fork.
 
-    Example: eventckpt diff agent.db task-1@3 task-1~1@5
+    Example: eventckpt diff agent.db demo@3 demo-retry@4
     """
-    stream, a = parse_ref(old)
-    b: Any = int(new) if new is not None and new.isdigit() else parse_ref(new) if new is not None else None
     with _open(path) as store:
+        stream, a = parse_ref(store, old)
+        b: Any = None
+        if new is not None:
+            b = parse_version(new) if is_version(new) else parse_ref(store, new)
         task = store.stream(stream)
-        result = task.diff(a if a is not None else task.version, b)
+        result = task.diff(a, b)  # None: the head
         if as_json:
             emit_json(diff_json(store, result))
             return
@@ -251,12 +257,11 @@ def history(path: str, stream: str, key_path: str, since: int | None, until: int
     """
     parts = parse_path(key_path)
     with _open(path) as store:
-        task = store.stream(stream)
-        if not task.exists():
-            raise eventckpt.StreamNotFoundError(stream)
-        entries = task.history(parts, since=since, until=until, limit=limit)
+        entries = store.stream(stream).history(parts, since=since, until=until, limit=limit)
         if as_json:
             emit_json([history_json(store, e) for e in entries])
+        elif not entries:
+            click.echo(f"no changes of {key_path} in {stream}")
         else:
             for entry in entries:
                 click.echo(history_line(entry, parts))
@@ -275,8 +280,8 @@ def fork(path: str, ref: str, new_name: str | None, as_json: bool) -> None:
 
     Nothing is copied. Example: eventckpt fork agent.db task-1@3 --name task-1-retry
     """
-    stream, version = parse_ref(ref)
     with _open(path) as store:
+        stream, version = parse_ref(store, ref)
         branch = store.stream(stream).fork(at=version, task_id=new_name)
         origin = branch.parent
         if as_json:
@@ -384,15 +389,44 @@ def import_(path: str, source: Any, as_json: bool) -> None:
         done += n
         progress(done, size)
 
+    existed = os.path.exists(path)
+    fresh = not existed or os.path.getsize(path) == 0
     try:
-        with _open(path) as store:
-            names = store.import_lines(source, progress=step if size else None)
+        with _open(path, create=True) as store:
+            try:
+                names = store.import_lines(source, progress=step if size else None)
+            except BaseException:
+                fresh = fresh and _holds_nothing(store)  # another process may have written meanwhile
+                raise
+    except BaseException:
+        if fresh:  # the store this import created holds nothing: leave the path as it was
+            _unmake_store(path, existed)
+        raise
     finally:
         progress.close()
     if as_json:
         emit_json({"streams": names})
     else:
         click.echo(f"imported {len(names)} streams: {', '.join(names)}")
+
+
+def _holds_nothing(store: eventckpt.Store) -> bool:
+    try:
+        return not store.streams()
+    except eventckpt.EventCkptError:
+        return False
+
+
+def _unmake_store(path: str, existed: bool) -> None:
+    """Undo the store a failed import created (closed, holding nothing): a path that did not exist is
+    removed, an empty file it was given is emptied again. When SQLite left its -wal/-shm files, another
+    connection has the file open, and it stays."""
+    if any(os.path.exists(path + suffix) for suffix in ("-wal", "-shm", "-journal")):
+        return
+    if existed:
+        os.truncate(path, 0)
+    else:
+        os.remove(path)
 
 
 def _size(source: Any) -> int:
@@ -412,8 +446,8 @@ def sql(path: str, query: str, as_json: bool) -> None:
 
     Example: eventckpt sql agent.db "SELECT version, name FROM checkpoints WHERE stream = 'task-1'"
     """
-    with _open(path, readonly=True) as store, store._guard() as journal:
-        columns, rows = journal.query(query)
+    with _open(path) as store:
+        columns, rows = store.sql(query)
     rows = [[r.hex() if isinstance(r, bytes) else r for r in row] for row in rows]
     if as_json:
         emit_json([dict(zip(columns, row)) for row in rows])
@@ -431,11 +465,14 @@ def demo(path: str, steps: int) -> None:
     """Run a short simulated agent on a single-file store and show its log, a time-travel restore, a diff
     and a fork.
 
+    It writes the streams `demo` and `demo-retry`; when the file already has a stream by either name, it
+    writes `demo-2` and `demo-2-retry` (or `demo-3`, ...) instead: it never changes or deletes what is there.
+
     Example: eventckpt demo agent.db
     """
-    with _open(path) as store:
-        store.delete_stream("demo", forks=True)
-        task = store.stream("demo")
+    with _open(path, create=True) as store:
+        name = _demo_name(store)
+        task = store.stream(name)
         task.save({"messages": [{"role": "user", "content": "Find the cheapest flight to Lisbon."}],
                    "plan": ["search flights"], "scratch": {"searches": 0}, "step": 0},
                   {"input_tokens": 0, "output_tokens": 0}, name="start", metadata={"node": "input"})
@@ -452,7 +489,7 @@ def demo(path: str, steps: int) -> None:
                 tx.usage(input_tokens=120, output_tokens=40)
         task.save({**task.state(), "plan": ["search flights", "book flight"]}, metadata={"node": "planner"})
 
-        click.echo(f"store {path}: stream 'demo', {task.version} versions\n")
+        click.echo(f"store {path}: stream {name!r}, {task.version} versions\n")
         click.echo("log (newest first):")
         for cp in task.log():
             click.echo("  " + log_line(cp))
@@ -469,16 +506,26 @@ def demo(path: str, steps: int) -> None:
         for change in changes:
             click.echo("  " + change_line(change, 90))
 
-        branch = task.fork(at=back, task_id="demo-retry")
+        branch = task.fork(at=back, task_id=f"{name}-retry")
         branch.save({**then, "plan": ["search trains"]}, metadata={"node": "replan"})
-        click.echo(f"\nforked 'demo' at v{back} into '{branch.task_id}' (v{branch.version}); "
-                   f"'demo' keeps all {task.version} versions")
-        click.echo(f"diff demo@{task.version} -> demo-retry@{branch.version}:")
+        click.echo(f"\nforked {name!r} at v{back} into {branch.task_id!r} (v{branch.version}); "
+                   f"{name!r} keeps all {task.version} versions")
+        click.echo(f"diff {name}@{task.version} -> {branch.task_id}@{branch.version}:")
         for change in task.diff(task.version, (branch.task_id, branch.version)):
             click.echo("  " + change_line(change, 90))
     size = os.path.getsize(path)
-    click.echo(f"\nfile: {path}, {size:,} bytes. Try: eventckpt history {path} demo scratch.best_fare\n"
-               f"  or: sqlite3 {path} \"SELECT version, name, input_tokens FROM checkpoints WHERE stream = 'demo'\"")
+    click.echo(f"\nfile: {path}, {size:,} bytes. Try: eventckpt history {path} {name} scratch.best_fare\n"
+               f"  or: sqlite3 {path} \"SELECT version, name, input_tokens FROM checkpoints WHERE stream = '{name}'\"")
+
+
+def _demo_name(store: eventckpt.Store) -> str:
+    """`demo`, or the first of `demo-2`, `demo-3`, ... that is free together with its `-retry` fork."""
+    taken = set(store.streams())
+    name, n = "demo", 1
+    while name in taken or f"{name}-retry" in taken:
+        n += 1
+        name = f"demo-{n}"
+    return name
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -129,7 +129,7 @@ def diff(stream: CheckpointStore, a: Any, b: Any = None, *, live: Any = None) ->
         if live is not None:
             if b is not None:
                 raise InvalidArgumentError("b", b, "compare with a version (b) or a live state (live=), not both")
-            old = store._state_at(side_a.row, side_a.version) if side_a.version else {}
+            old = store._state_at(side_a.row, side_a.version)
             new = {key: store.codec.encode_copy(value)[1] for key, value in _state_dict(live).items()}
             changes: list[Change] = []
             for key in {**old, **new}:  # top-level keys are always compared one by one, "$" or not
@@ -144,7 +144,7 @@ def diff(stream: CheckpointStore, a: Any, b: Any = None, *, live: Any = None) ->
 @dataclass
 class _Side:
     task_id: str
-    row: Any  # None for a stream that does not exist yet (its only version is 0, the empty state)
+    row: Any
     version: int
     segments: list[Segment]
 
@@ -166,16 +166,14 @@ class _Side:
         journal = store._journal
         found = journal.stream_and_head(task_id)
         if found is None:
-            if version in (None, 0):
-                return cls(task_id, None, 0, [])
             raise StreamNotFoundError(task_id)
         row, head = found
         if version is None:
             version = head
-        if type(version) is not int or not 0 <= version <= head:
+        if type(version) is not int or not 1 <= version <= head:  # 0 names no checkpoint, as in get()
             raise VersionNotFoundError(task_id, version, head)
         segments = segments_for(store._chain(row), version)
-        if version and not any(s.lo <= version <= s.hi and journal.version_row(s.stream_id, version) for s in segments):
+        if not any(s.lo <= version <= s.hi and journal.version_row(s.stream_id, version) for s in segments):
             raise VersionNotFoundError(task_id, version, head)
         return cls(task_id, row, version, segments)
 

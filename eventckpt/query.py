@@ -13,7 +13,7 @@ import orjson
 from .checkpoint import Checkpoint, parse_time
 from .codec import Codec, quiet_gc
 from .diffing import MISSING, equal, value_at
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, StreamNotFoundError
 from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamRow, segments_for
 from .ops import DELETE, SET, TRUNCATE
 from .paths import Path, addressable, from_text, normalize, to_text
@@ -80,11 +80,11 @@ def log(stream: CheckpointStore, limit: int | None = None, *, before: int | None
         raise InvalidArgumentError("auto", auto, "must be None or a bool")
     store = stream.store
     meta = meta_filters(store.codec, metadata)
-    if limit == 0:
-        return []
     with store._guard() as journal, journal.read():
         found = journal.stream_and_head(stream.task_id)
         if found is None:
+            raise StreamNotFoundError(stream.task_id)
+        if limit == 0:
             return []
         row, head = found
         rows = journal.log_rows(segments_for(store._chain(row), head), before=before, limit=limit, name=name,
@@ -145,7 +145,9 @@ def history(stream: CheckpointStore, path: Any, *, since: int | None = None, unt
     ancestors = [(to_text(parts[:i]), to_text(parts[i:]), type(parts[i]) is int) for i in range(1, len(parts))]
     with store._guard() as journal, journal.read():
         found = journal.stream_and_head(stream.task_id)
-        if found is None or limit == 0:
+        if found is None:
+            raise StreamNotFoundError(stream.task_id)
+        if limit == 0:
             return []
         row, head = found
         until = head if until is None else min(until, head)

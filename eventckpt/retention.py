@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 
 from .checkpoint import format_time, utc_now
-from .errors import InvalidArgumentError, VersionInUseError, VersionNotFoundError
+from .errors import InvalidArgumentError, StreamNotFoundError, VersionInUseError, VersionNotFoundError
 from .integrity import ROOT, version_checksum
 from .journal import Journal, Segment, StreamRow, VersionRow, segments_for
 from .materialize import materialize
@@ -139,7 +139,7 @@ def _remove(stream: CheckpointStore, choose: Callable[[list[VersionRow], list[in
         with journal.write():
             found = journal.stream_and_head(stream.task_id)
             if found is None:
-                return Pruned()
+                raise StreamNotFoundError(stream.task_id)
             row, head = found
             chain = store._chain(row)
             lo = (row.fork_version or 0) + 1

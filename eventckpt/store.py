@@ -53,9 +53,12 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     allow_nan: bool = False,
     cache_size: int = 64,
     vfs: str | None = None,
+    create: bool = True,
 ) -> Store:
     """Open (or create) the eventckpt store in the file at `path` (or ":memory:").
 
+    create: False opens only an existing store: a missing or empty file raises StoreNotFoundError and is
+        left as it was. `readonly=True` never creates either.
     durability: "normal" survives a killed process (WAL, synchronous=NORMAL); "full" also survives power
         loss (synchronous=FULL: every commit is fsynced).
     snapshots: the snapshot policy (see SnapshotPolicy).
@@ -86,13 +89,13 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
         raise InvalidArgumentError("cache_size", cache_size, "must be a positive int")
     if vfs is not None and type(vfs) is not str:
         raise InvalidArgumentError("vfs", vfs, "must be None or the name of a registered SQLite VFS")
-    for flag, value in (("readonly", readonly), ("allow_nan", allow_nan)):
+    for flag, value in (("readonly", readonly), ("allow_nan", allow_nan), ("create", create)):
         if type(value) is not bool:
             raise InvalidArgumentError(flag, value, "must be a bool")
     if isinstance(types, (str, bytes)) or not isinstance(types, Iterable):
         raise InvalidArgumentError("types", types, "must be an iterable of enum, dataclass or attrs classes")
     codec = Codec(types, allow_nan=allow_nan)
-    journal = connect(text, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs)
+    journal = connect(text, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs, create=create)
     return Store(journal, codec, snapshots or SnapshotPolicy(), cache_size)
 
 
@@ -333,13 +336,25 @@ class Store:
         return verify(self, progress)
 
     def stats(self) -> dict[str, int]:
-        """Streams, forks, versions, events, event and snapshot bytes, and the file's bytes (reads every
-        row: O(file))."""
+        """Streams, forks, versions, events, event and snapshot bytes, the database's bytes, the store
+        file's bytes on disk and, apart, its write-ahead log's (`wal_bytes`: commits not yet copied into
+        the file; SQLite reuses it, so it says nothing about the data). Reads every row: O(file)."""
         with self._guard() as journal, journal.read():
             out = journal.totals()
-        out["file_bytes"] = sum(os.path.getsize(self.path + s) for s in ("", "-wal") if os.path.exists(self.path + s)) \
-            if self.path != ":memory:" else out["database_bytes"]
+        memory = self.path == ":memory:"
+        out["file_bytes"] = out["database_bytes"] if memory else os.path.getsize(self.path)
+        wal = self.path + "-wal"
+        out["wal_bytes"] = os.path.getsize(wal) if not memory and os.path.exists(wal) else 0
         return out
+
+    def sql(self, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run a read-only SQL query on the file (its tables and views: checkpoints, changes, path_history,
+        lineage, stream_heads) and return its column names and rows. A statement that would write or
+        change the connection is refused with ReadOnlyStoreError before it runs."""
+        if type(query) is not str or not encodable(query):
+            raise InvalidArgumentError("query", query, "must be a str of SQL")
+        with self._guard() as journal:
+            return journal.query(query)
 
     def export(self, task_id: str, *, forks: bool = False) -> Iterator[bytes]:
         """The stream's whole lineage as JSON Lines (one line per stream and per version; see

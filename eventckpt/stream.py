@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,19 @@ def check_task_id(task_id: Any) -> str:
     return task_id
 
 
+_VERSION_SUFFIX = re.compile(r"@v?[0-9]+\Z")
+
+
+def check_new_name(task_id: Any) -> str:
+    """A name for a stream about to be created: a valid name that does not end in '@' and a version, which
+    the command line would read as STREAM@VERSION (user@example.com is fine; x@5 and x@v5 are not)."""
+    check_task_id(task_id)
+    if _VERSION_SUFFIX.search(task_id):
+        raise InvalidArgumentError("task_id", task_id, "a new stream name cannot end in '@' and a number"
+                                   " (the command line reads NAME@3 as version 3 of NAME)")
+    return task_id
+
+
 def _check_version(name: str, value: Any) -> int:
     if type(value) is not int:
         raise InvalidArgumentError(name, value, "must be an int")
@@ -85,42 +99,52 @@ class CheckpointStore:
         self.task_id = check_task_id(task_id)
 
     def __repr__(self) -> str:
-        return f"CheckpointStore(task_id={self.task_id!r}, checkpoints={len(self)})"
+        try:
+            count = len(self)
+        except StreamNotFoundError:  # a repr describes, it does not fail: a stream not created yet has none
+            count = 0
+        return f"CheckpointStore(task_id={self.task_id!r}, checkpoints={count})"
 
     def __len__(self) -> int:
+        """The number of versions of the lineage (StreamNotFoundError when the stream does not exist)."""
         with self.store._guard() as journal:
-            found = journal.stream_and_head(self.task_id)
-            if found is None:
-                return 0
-            row, head = found
+            row, head = self._found(journal)
             return journal.count_versions(segments_for(self.store._chain(row), head))
+
+    def _found(self, journal: Any) -> tuple[StreamRow, int]:
+        """The stream's row and head version (the caller holds the store lock); StreamNotFoundError when
+        it does not exist."""
+        found = journal.stream_and_head(self.task_id)
+        if found is None:
+            raise StreamNotFoundError(self.task_id)
+        return found
 
     # -- reading ----------------------------------------------------------------------------------
 
     @property
     def version(self) -> int:
-        """The head version (0 when the stream has no versions)."""
+        """The head version: 0 when the stream has no versions, and also when it does not exist yet (what
+        its first save builds on, so `save(..., expected_version=stream.version)` works from the start)."""
         with self.store._guard() as journal:
             found = journal.stream_and_head(self.task_id)
             return found[1] if found else 0
 
     @property
     def latest(self) -> Checkpoint | None:
-        """The head checkpoint, or None when the stream is empty."""
+        """The head checkpoint, or None when the stream has no versions (a fork at 0, or every version
+        removed); StreamNotFoundError when it does not exist."""
         with self.store._guard() as journal:
-            found = journal.stream_and_head(self.task_id)
-            if found is None or found[1] == 0:
-                return None
-            return self._checkpoint_at(found[0], found[1], None)
+            row, head = self._found(journal)
+            return self._checkpoint_at(row, head, None) if head else None
 
     @property
     def parent(self) -> ForkOrigin | None:
         """Where this stream forked from (None for a stream that is not a fork)."""
         with self.store._guard() as journal:
-            row = journal.stream(self.task_id)
-            return self._origin(row) if row else None
+            return self._origin(self._found(journal)[0])
 
     def exists(self) -> bool:
+        """Whether the stream exists (the one question a missing stream answers without an error)."""
         with self.store._guard() as journal:
             return journal.stream(self.task_id) is not None
 
@@ -128,19 +152,19 @@ class CheckpointStore:
         """The checkpoint at `version` (1-based); VersionNotFoundError when there is none."""
         _check_version("version", version)
         with self.store._guard() as journal:
-            found = journal.stream_and_head(self.task_id)
-            head = found[1] if found else 0
-            if found is None or not 1 <= version <= head:
+            row, head = self._found(journal)
+            if not 1 <= version <= head:
                 raise VersionNotFoundError(self.task_id, version, head)
-            return self._checkpoint_at(found[0], version, as_type)
+            return self._checkpoint_at(row, version, as_type)
 
     def find(self, checkpoint_id: str, *, as_type: Any = None) -> Checkpoint | None:
-        """The checkpoint saved with `checkpoint_id` anywhere in this stream's tree, or None."""
+        """The checkpoint saved with `checkpoint_id` anywhere in this stream's tree, or None when no
+        version has that id."""
         if type(checkpoint_id) is not str or not encodable(checkpoint_id):
             raise InvalidArgumentError("checkpoint_id", checkpoint_id, "must be a str (valid UTF-8)")
         with self.store._guard() as journal:
-            row = journal.stream(self.task_id)
-            hit = journal.find_checkpoint_id(row.tree_id, checkpoint_id) if row else None
+            row = self._found(journal)[0]
+            hit = journal.find_checkpoint_id(row.tree_id, checkpoint_id)
             if hit is None:
                 return None
             owner = next(r for r in journal.lineage(hit[0]) if r.id == hit[0])
@@ -149,24 +173,21 @@ class CheckpointStore:
     def list_versions(self) -> list[int]:
         """Every version of the lineage that still exists, oldest first."""
         with self.store._guard() as journal:
-            found = journal.stream_and_head(self.task_id)
-            if found is None:
-                return []
-            return journal.version_numbers(segments_for(self.store._chain(found[0]), found[1]))
+            row, head = self._found(journal)
+            return journal.version_numbers(segments_for(self.store._chain(row), head))
 
     def state(self, version: int | None = None, *, as_type: Any = None) -> Any:
-        """The state at `version` (head when None; {} at version 0), as a fresh dict or `as_type`."""
+        """The state at `version` (head when None), as a fresh dict or `as_type`. Like get(): version 0
+        names no checkpoint, and a stream without versions has no state (VersionNotFoundError)."""
         with self.store._guard() as journal:
-            found = journal.stream_and_head(self.task_id)
-            head = found[1] if found else 0
+            row, head = self._found(journal)
             if version is None:
                 version = head
             _check_version("version", version)
-            if not 0 <= version <= head:
+            if not 1 <= version <= head:
                 raise VersionNotFoundError(self.task_id, version, head)
-            if version:
-                self._version_row(found[0], version)
-            state = self.store._state_at(found[0], version) if version else {}
+            self._version_row(row, version)
+            state = self.store._state_at(row, version)
         return self.store.codec.structure(state, as_type) if as_type is not None else state
 
     def _version_row(self, row: StreamRow, version: int) -> VersionRow:
@@ -276,7 +297,8 @@ class CheckpointStore:
 
     def rollback(self, to: int, *, metadata: Mapping[str, Any] | None = None, name: str | None = None,
                  expected_version: int | None = None) -> Checkpoint:
-        """Append a new version whose state equals version `to`. History is kept: nothing is deleted.
+        """Append a new version whose state equals version `to` (a version that exists: 1 or more).
+        History is kept: nothing is deleted.
 
         Token usage is not rolled back (it counts what was spent); metadata records `rollback_to`.
         """
@@ -293,12 +315,9 @@ class CheckpointStore:
         `at=0` shares no versions: a new, empty lineage in the same stream tree (so checkpoint ids stay
         unique across both)."""
         if task_id is not None:
-            check_task_id(task_id)
+            check_new_name(task_id)
         with self.store._guard() as journal, journal.write():
-            found = journal.stream_and_head(self.task_id)
-            if found is None:
-                raise StreamNotFoundError(self.task_id)
-            row, head = found
+            row, head = self._found(journal)
             at = head if at is None else _check_version("at", at)
             if not 0 <= at <= head:
                 raise VersionNotFoundError(self.task_id, at, head)
@@ -381,7 +400,7 @@ class CheckpointStore:
         created = created_at or now()  # an import keeps the exported version's time
         row, head = store._writable(self.task_id, trust)
         if row is None:
-            row = journal.create_stream(self.task_id, created)
+            row = journal.create_stream(check_new_name(self.task_id), created)
             head = store._head(row, 0)
         assert head is not None
         current = head.version
@@ -430,11 +449,9 @@ class CheckpointStore:
     def load_into(self, obj: Any, version: int | None = None, *, migrations: Migrations | None = None) -> Checkpoint:
         """Restore `obj` (a Checkpointable, or a mutable mapping) in place from `version` (head when None),
         migrating older object state first; returns the checkpoint it was restored from."""
-        version = self.version if version is None else _check_version("version", version)
-        if version == 0:
-            raise VersionNotFoundError(self.task_id, 0, 0)
-        restore_object(obj, self.state(version), migrations)
-        return self.get(version)
+        cp = self.get(self.version if version is None else _check_version("version", version))
+        restore_object(obj, self.state(cp.version), migrations)
+        return cp
 
     def rollback_on_error(self, obj: Any, *, name: str | None = None, metadata: Mapping[str, Any] | None = None,
                           migrations: Migrations | None = None) -> AbstractContextManager[Checkpoint]:
@@ -464,10 +481,7 @@ class CheckpointStore:
             if value is not None and (type(value) is not int or value < 0):
                 raise InvalidArgumentError(label, value, "must be a non-negative int")
         with self.store._guard() as journal:
-            found = journal.stream_and_head(self.task_id)
-            if found is None:
-                return []
-            row, head = found
+            row, head = self._found(journal)
             if version is not None:
                 since, upto = version - 1, version
             upto = head if upto is None else min(upto, head)

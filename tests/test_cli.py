@@ -41,12 +41,34 @@ def test_every_command_is_documented() -> None:
         assert "Example: eventckpt " + name in (command.help or "").replace("\n", " "), name
 
 
-def test_demo_shows_log_diff_and_fork(demo: Path) -> None:
-    """demo runs an agent and prints its log, a diff and a fork; running it again starts over."""
-    code, out, _ = run("demo", demo)
-    assert code == 0
+def test_demo_shows_log_diff_and_fork(tmp_path: Path) -> None:
+    """demo runs an agent and prints its log, a diff and a fork."""
+    code, out, _ = run("demo", tmp_path / "agent.db")
+    assert code == 0 and out.startswith(f"store {tmp_path / 'agent.db'}: stream 'demo', 10 versions")
     assert "log (newest first):" in out and "v10" in out and "'before tool call'" in out
-    assert "+ messages[3]" in out and "~ step  2 -> 8" in out and "forked 'demo' at v3" in out
+    assert "+ messages[3]" in out and "~ step  2 -> 8" in out and "forked 'demo' at v3 into 'demo-retry'" in out
+
+
+def test_demo_never_changes_what_is_there(demo: Path) -> None:
+    """demo on a store that has its streams writes demo-2 (then demo-3) and leaves every stream there, and
+    a user's fork of demo, exactly as it was."""
+    with eventckpt.open(demo) as store:
+        store.stream("demo").fork(at=5, task_id="mybranch").save({"mine": True})
+        store.stream("demo-3-retry").save({"taken": 1})  # demo-3 is taken through its fork's name
+    before = journal_rows(demo)
+    code, out, err = run("demo", demo)
+    assert code == 0 and "stream 'demo-2', 10 versions" in out and "into 'demo-2-retry'" in out, err
+    code, out, err = run("demo", demo)
+    assert code == 0 and "stream 'demo-4', 10 versions" in out, err
+    with eventckpt.open(demo) as store:
+        assert store.streams() == ["demo", "demo-retry", "mybranch", "demo-3-retry", "demo-2", "demo-2-retry",
+                                   "demo-4", "demo-4-retry"]
+        assert store.stream("mybranch").state() == {"mine": True}
+        assert store.stream("demo-2").state() == store.stream("demo").state()
+    after = journal_rows(demo)
+    for table, rows in before.items():  # every row that was there is still there, unchanged
+        if table != "sqlite_sequence":  # SQLite's counter of stream ids
+            assert set(rows) <= set(after[table]), table
 
 
 def test_streams_log_search_show(demo: Path) -> None:

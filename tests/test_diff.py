@@ -123,9 +123,13 @@ class DiffMachine(StoreMachine):
 
     @rule(data=st.data())
     def diff_two_versions(self, data: st.DataObject) -> None:
+        saved = sorted(name for name, states in self.model.items() if states)  # version 0 names no checkpoint
+        if not saved:
+            return
+
         def ref(label: str) -> tuple[str, int]:
-            name = self._name(data)
-            return name, data.draw(st.integers(0, len(self.model[name])), label=label)
+            name = data.draw(st.sampled_from(saved), label="stream")
+            return name, data.draw(st.integers(1, len(self.model[name])), label=label)
 
         (s1, a), (s2, b) = ref("a"), ref("b")
         states = {name: [{}] + states for name, states in self.model.items()}
@@ -221,12 +225,12 @@ def test_backwards_and_same_version(store: eventckpt.Store) -> None:
 
 
 def test_head_default_and_version_zero(store: eventckpt.Store) -> None:
-    """b defaults to the head; version 0 is the empty state."""
+    """b defaults to the head; version 0 names no checkpoint, in diff as in get() (VersionNotFoundError)."""
     task = conversation(store, 3)
     assert task.diff(2).new == ("c", 4)
-    result = task.diff(0, 1)
-    assert {c.path for c in result} == {("messages",), ("step",), ("scratch",)}
-    assert all(c.kind == "added" for c in result)
+    for args in ((0, 1), (1, 0), (1, ("c", 0))):
+        with pytest.raises(eventckpt.VersionNotFoundError):
+            task.diff(*args)
 
 
 def test_across_a_fork_and_its_parent(store: eventckpt.Store) -> None:

@@ -114,8 +114,9 @@ def test_tagged_values_and_quoted_keys(store: eventckpt.Store) -> None:
 
 
 def test_missing_stream_and_bad_paths(store: eventckpt.Store) -> None:
-    """A missing stream has no history; a bad path or bound raises a typed error."""
-    assert store.stream("nobody").history("x") == []
+    """A missing stream raises StreamNotFoundError; a bad path or bound raises a typed error."""
+    with pytest.raises(eventckpt.StreamNotFoundError):
+        store.stream("nobody").history("x")
     task = store.stream("t")
     task.save({"x": 1})
     for bad in ((), (1,), ("x", 1.5), 'a"b', None):

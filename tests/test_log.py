@@ -115,9 +115,10 @@ def test_reads_no_state(store: eventckpt.Store, db_path: Path) -> None:
             entries[0].values  # noqa: B018 - reading the state is where damage shows
 
 
-def test_missing_stream_is_empty(store: eventckpt.Store) -> None:
-    """A stream that does not exist has an empty log."""
-    assert store.stream("nobody").log() == []
+def test_missing_stream_is_an_error(store: eventckpt.Store) -> None:
+    """The log of a stream that does not exist raises StreamNotFoundError (not an empty list)."""
+    with pytest.raises(eventckpt.StreamNotFoundError):
+        store.stream("nobody").log()
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -266,18 +266,74 @@ class Queries(Engine):
                 "free_bytes": page_size * free}
 
     def query(self, sql: str, args: Sequence[Any] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Run the caller's own SQL (the read-only `sql` command: the connection refuses writes) and
-        return its column names and rows."""
+        """Run a caller's own SQL read-only and return its column names and rows (the `sql` command).
+
+        An authorizer allows reading only: SELECT (recursive CTEs and functions included, but not
+        load_extension), EXPLAIN, and PRAGMAs that read. Every statement that would write or change the
+        connection (INSERT/UPDATE/DELETE, CREATE/DROP/ALTER, ATTACH/DETACH, VACUUM (INTO), REINDEX,
+        ANALYZE, BEGIN/SAVEPOINT, writing PRAGMAs) is refused with ReadOnlyStoreError before it runs."""
+        refused: list[str] = []
+
+        def authorize(action: int, first: str | None, second: str | None, db: str | None, trigger: str | None) -> int:
+            if action in _READ_ACTIONS:
+                return apsw.SQLITE_OK
+            if action == apsw.SQLITE_FUNCTION and (second or "").lower() not in _UNSAFE_FUNCTIONS:
+                return apsw.SQLITE_OK
+            if action == apsw.SQLITE_PRAGMA and ((first or "").lower() in _READ_PRAGMAS_WITH_ARGUMENT
+                                                 or ((first or "").lower() in _READ_PRAGMAS and second is None)):
+                return apsw.SQLITE_OK
+            refused.append(_describe(action, first, second))
+            return apsw.SQLITE_DENY
+
+        cursor = self.conn.cursor()
+        self.conn.authorizer = authorize
         try:
-            cursor = self.conn.cursor()
             cursor.execute(sql, args)
             try:
                 columns = [d[0] for d in cursor.get_description()]
             except apsw.ExecutionCompleteError:
                 return [], []
             return columns, [tuple(r) for r in cursor]
+        except apsw.AuthError:
+            raise errors.ReadOnlyStoreError(
+                f"{self.path}: sql runs read-only queries; {refused[0] if refused else 'this statement'} is not allowed",
+                code="readonly") from None
         except apsw.SQLError as exc:
             raise errors.InvalidArgumentError("sql", sql, str(exc)) from None
         except apsw.Error as exc:
             self._fail(exc, sql)
+        finally:
+            self.conn.authorizer = None
 
+
+_READ_ACTIONS = frozenset((apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_RECURSIVE))
+_UNSAFE_FUNCTIONS = frozenset(("load_extension", "fts3_tokenizer"))
+_READ_PRAGMAS = frozenset((
+    "application_id", "user_version", "schema_version", "data_version", "journal_mode", "page_size", "page_count",
+    "freelist_count", "encoding", "auto_vacuum", "foreign_keys", "synchronous", "cache_size", "busy_timeout",
+    "compile_options", "database_list", "collation_list", "function_list", "module_list", "pragma_list",
+))
+_READ_PRAGMAS_WITH_ARGUMENT = frozenset((
+    "table_info", "table_xinfo", "table_list", "index_info", "index_xinfo", "index_list", "foreign_key_list",
+    "integrity_check", "quick_check", "foreign_key_check",
+))
+_ACTION_NAMES = {getattr(apsw, n): n[7:].replace("_", " ") for n in dir(apsw) if n.startswith("SQLITE_") and
+                 type(getattr(apsw, n)) is int and n[7:] in (
+                     "CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_TABLE CREATE_TEMP_TRIGGER CREATE_TEMP_VIEW"
+                     " CREATE_TRIGGER CREATE_VIEW DELETE DROP_INDEX DROP_TABLE DROP_TEMP_INDEX DROP_TEMP_TABLE"
+                     " DROP_TEMP_TRIGGER DROP_TEMP_VIEW DROP_TRIGGER DROP_VIEW INSERT UPDATE ATTACH DETACH ALTER_TABLE"
+                     " REINDEX ANALYZE CREATE_VTABLE DROP_VTABLE TRANSACTION SAVEPOINT").split()}
+
+
+def _describe(action: int, first: str | None, second: str | None) -> str:
+    """What a refused authorizer action was, for the error message."""
+    if action == apsw.SQLITE_PRAGMA:
+        return f"PRAGMA {first}" + (f" = {second}" if second is not None else "")
+    if action == apsw.SQLITE_FUNCTION:
+        return f"the function {second}()"
+    if action == apsw.SQLITE_ATTACH:
+        return "ATTACH (and VACUUM, which attaches its target)"
+    if action in (apsw.SQLITE_TRANSACTION, apsw.SQLITE_SAVEPOINT):
+        return f"{_ACTION_NAMES[action]} {first}"
+    name = _ACTION_NAMES.get(action, f"action {action}")
+    return f"{name} {first}" if first else name
