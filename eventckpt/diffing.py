@@ -314,7 +314,7 @@ def value_at(journal: Journal, codec: Codec, segments: Sequence[Segment], path: 
                 return codec.decode(text)
             if not tagged:
                 return MISSING
-    return _descend(key_at(journal, codec, segments, path[0], version), path[1:])
+    return descend(key_at(journal, codec, segments, path[0], version), path[1:])
 
 
 def _tag_like(rel: Path) -> bool:
@@ -424,7 +424,8 @@ def segments_for_version(segments: Sequence[Segment], version: int) -> list[Segm
     return [Segment(s.stream_id, s.lo, min(s.hi, version)) for s in segments if s.lo <= version]
 
 
-def _descend(value: Any, rest: Path) -> Any:
+def descend(value: Any, rest: Path) -> Any:
+    """The part of `value` at the relative path `rest` (MISSING when absent)."""
     for key in rest:
         if type(value) is dict and type(key) is str and key in value:
             value = value[key]

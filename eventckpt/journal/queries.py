@@ -140,6 +140,61 @@ class Queries(Engine):
             out.extend(map(HistoryRow._make, rows if limit is None else rows[:wanted]))
         return out
 
+    # history: the append or extend that created a list item
+
+    def list_resets(self, segments: Sequence[Segment], path: str, upto: int) -> list[tuple[Any, ...]]:
+        """Events through version `upto` that change the length of the list at `path` other than by
+        appending, oldest first: at `path` itself (a list set, delete, truncate or extend) and deletes
+        below it (the caller keeps those of its items). Rows are (stream_id, version, seq, op, path, n):
+        n is the length of a set's or extend's list, or the length a truncate keeps. From events_reshaping."""
+        out: list[tuple[Any, ...]] = []
+        n = "CASE e.op WHEN 'truncate' THEN CAST(e.value AS INTEGER) WHEN 'delete' THEN NULL ELSE json_array_length(e.value) END"
+        for seg, lo, hi in clip(segments, 0, upto):
+            rows = self._rows(f"SELECT e.stream_id, e.version, e.seq, e.op, e.path, {n} FROM events AS e INDEXED BY events_reshaping"
+                              f" WHERE e.stream_id = ? AND e.path = ? AND e.version BETWEEN ? AND ? AND {RESHAPING}",
+                              (seg.stream_id, path, lo, hi))
+            rows += self._rows(f"SELECT e.stream_id, e.version, e.seq, e.op, e.path, NULL FROM events AS e INDEXED BY events_reshaping"
+                               f" WHERE e.stream_id = ? AND e.path >= ? AND e.path < ? AND e.version BETWEEN ? AND ?"
+                               f" AND {RESHAPING} AND e.op = 'delete'", (seg.stream_id, path + "[", path + "\\", lo, hi))
+            out += sorted(rows, key=lambda r: (r[1], r[2]))
+        return out
+
+    def replacements(self, segments: Sequence[Segment], path: str, rel: str, upto: int) -> list[tuple[Any, ...]]:
+        """Sets and deletes at exactly `path` through version `upto`, oldest first, as (stream_id, version,
+        seq, op, path, n, tagged): n is the length of the list at `rel` inside a set's value (None when
+        there is none), tagged whether the value holds tagged forms that could hide it from JSON paths."""
+        out: list[tuple[Any, ...]] = []
+        for seg, lo, hi in clip(segments, 0, upto):
+            out += self._rows("SELECT stream_id, version, seq, op, path, CASE WHEN op = 'set' AND json_type(value, ?1) = 'array'"
+                              " THEN json_array_length(value, ?1) END, op = 'set' AND instr(value, '{\"$') > 0"
+                              " FROM events INDEXED BY events_by_path WHERE stream_id = ?2 AND path = ?3 AND version BETWEEN ?4 AND ?5"
+                              " AND op IN ('set', 'delete') ORDER BY version, seq", (rel, seg.stream_id, path, lo, hi))
+        return out
+
+    def count_between(self, segments: Sequence[Segment], path: str, after: tuple[int, int], before: tuple[int, int]) -> int:
+        """How many events lie at exactly `path` strictly between events `after` and `before` (positions
+        (version, seq)); an index-only count."""
+        total = 0
+        for seg, lo, hi in clip(segments, after[0] - 1, before[0]):
+            total += self._one("SELECT count(*) FROM events INDEXED BY events_by_path WHERE stream_id = ? AND path = ?"
+                               " AND version BETWEEN ? AND ? AND (version, seq) > (?, ?) AND (version, seq) < (?, ?)",
+                               (seg.stream_id, path, lo, hi, *after, *before))[0]
+        return total
+
+    def nth_between(self, segments: Sequence[Segment], path: str, after: tuple[int, int], before: tuple[int, int],
+                    n: int) -> tuple[Any, ...] | None:
+        """The `n`-th (from 0) event at exactly `path` strictly between events `after` and `before`, as
+        (stream_id, version, seq, op, value), or None when there are not that many."""
+        for seg, lo, hi in clip(segments, after[0] - 1, before[0]):
+            args = (seg.stream_id, path, lo, hi, *after, *before)
+            where = ("FROM events INDEXED BY events_by_path WHERE stream_id = ? AND path = ? AND version BETWEEN ? AND ?"
+                     " AND (version, seq) > (?, ?) AND (version, seq) < (?, ?)")
+            row = self._one(f"SELECT stream_id, version, seq, op, value {where} ORDER BY version, seq LIMIT 1 OFFSET ?", (*args, n))
+            if row is not None:
+                return row
+            n -= self._one(f"SELECT count(*) {where}", args)[0]
+        return None
+
     # diff: what a range of events touched, and the value or list length of a path at a version
 
     def touched(self, seg: Segment, after: int, upto: int) -> dict[str, tuple[int, int]]:
