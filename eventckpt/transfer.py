@@ -2,12 +2,17 @@
 
 One JSON object per line:
 
-    {"eventckpt": "export", "format": 1}
+    {"eventckpt": "export", "format": 2}
     {"stream": "task-1", "parent": null, "fork_version": null, "created_at": "..."}
     {"stream": "task-1", "version": 1, "created_at": "...", "name": null, "auto": false,
      "metadata": {...} | null, "usage": {...} | null, "checkpoint_id": null,
      "events": [["set", "$.step", 1], ["append", "$.messages", {...}], ...], "checksum": "..."}
     ...
+    {"eventckpt": "end", "streams": 1, "versions": 12, "events": 40}
+
+The last line says where the export ends and what it holds: an import refuses a file without it (cut
+short at a line boundary) or whose counts differ. Format 1 (before the end line existed) is refused with
+a message saying so: a cut-short format 1 file cannot be told from a whole one.
 
 A stream is exported with its whole lineage as its own versions (a fork's shared versions are copied
 from its ancestors), so the export stands alone; with forks, every fork below it follows as a stream
@@ -37,7 +42,7 @@ from .stream import _check_usage
 if TYPE_CHECKING:
     from .store import Store
 
-FORMAT = 1
+FORMAT = 2
 _BATCH = 1000
 
 
@@ -53,17 +58,19 @@ def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes
             todo += [(r, journal.stream_and_head(r.name)[1], r) for r in store._subtree(row)[1:]]
         todo.sort(key=lambda t: t[0].id)  # a parent before its forks
     yield orjson.dumps({"eventckpt": "export", "format": FORMAT}) + b"\n"
+    counts = {"versions": 0, "events": 0}
     for stream, upto, fork in todo:
         yield orjson.dumps({"stream": stream.name, "parent": _parent_name(store, fork), "fork_version": fork and fork.fork_version,
                             "created_at": stream.created_at}) + b"\n"
-        yield from _versions(store, stream, upto, (fork.fork_version or 0) if fork else 0)
+        yield from _versions(store, stream, upto, (fork.fork_version or 0) if fork else 0, counts)
+    yield orjson.dumps({"eventckpt": "end", "streams": len(todo), **counts}) + b"\n"
 
 
 def _parent_name(store: Store, fork: StreamRow | None) -> str | None:
     return store._chain(fork)[-2].name if fork is not None else None
 
 
-def _versions(store: Store, row: StreamRow, upto: int, after: int) -> Iterator[bytes]:
+def _versions(store: Store, row: StreamRow, upto: int, after: int, counts: dict[str, int]) -> Iterator[bytes]:
     for lo in range(after + 1, upto + 1, _BATCH):
         hi = min(upto, lo + _BATCH - 1)
         with store._guard() as journal, journal.read():
@@ -80,6 +87,8 @@ def _versions(store: Store, row: StreamRow, upto: int, after: int) -> Iterator[b
             "usage": orjson.Fragment(v.usage) if v.usage else None,
             "checkpoint_id": ids.get(v.version), "events": events.get(v.version, []), "checksum": v.checksum.hex(),
         }) + b"\n" for v in vrows]
+        counts["versions"] += len(vrows)
+        counts["events"] += sum(map(len, events.values()))
         yield from lines
 
 
@@ -95,7 +104,9 @@ def import_lines(store: Store, lines: Iterable[bytes | str], progress: Callable[
 
 
 def _import(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None, created: dict[str, int]) -> None:
-    header = True
+    header, end = True, None
+    seen = {"streams": 0, "versions": 0, "events": 0}
+    number = 0
     for number, line in enumerate(lines, 1):
         if progress:
             progress(len(line))
@@ -107,14 +118,37 @@ def _import(store: Store, lines: Iterable[bytes | str], progress: Callable[[int]
             raise InvalidArgumentError("line", number, f"is not JSON ({exc})") from None
         if type(record) is not dict:
             raise InvalidArgumentError("line", number, "is not a JSON object")
+        if end is not None:
+            raise InvalidArgumentError("line", number, f"comes after the export's end line (line {end})")
         if header:
-            if record.get("eventckpt") != "export" or record.get("format") != FORMAT:
-                raise InvalidArgumentError("line", number, f"the first line must be the export header of format {FORMAT}")
+            _check_header(record, number)
             header = False
+        elif record.get("eventckpt") == "end":
+            expected = {key: record.get(key) for key in seen}
+            if expected != seen:
+                raise InvalidArgumentError("line", number, f"the end line says the export holds {expected}, but it holds {seen}")
+            end = number
         elif "version" in record:
-            _import_version(store, record, number, created)
+            seen["events"] += _import_version(store, record, number, created)
+            seen["versions"] += 1
         else:
             _import_stream(store, record, number, created)
+            seen["streams"] += 1
+    if header:
+        raise InvalidArgumentError("export", "empty", "there is nothing to import: not even the export's first line")
+    if end is None:
+        raise InvalidArgumentError("export", f"{number} lines", "ends without its end line: the export was cut short"
+                                   " (or is not whole); nothing was imported")
+
+
+def _check_header(record: dict[str, Any], number: int) -> None:
+    if record.get("eventckpt") != "export" or type(record.get("format")) is not int:
+        raise InvalidArgumentError("line", number, f"the first line must be the export header of format {FORMAT}")
+    if record["format"] == 1:
+        raise InvalidArgumentError("export", "format 1", "format 1 exports (from eventckpt before the end line"
+                                   " existed) cannot be checked for being whole: export the stream again with this version")
+    if record["format"] != FORMAT:
+        raise InvalidArgumentError("export", f"format {record['format']}", f"this eventckpt reads export format {FORMAT}")
 
 
 def _field(record: dict[str, Any], name: str, types: tuple[type, ...], number: int) -> Any:
@@ -141,7 +175,8 @@ def _import_stream(store: Store, record: dict[str, Any], number: int, created: d
     created[name] = at
 
 
-def _import_version(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> None:
+def _import_version(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> int:
+    """Import one version line; returns its number of events."""
     name = _field(record, "stream", (str,), number)
     if name not in created:
         raise InvalidArgumentError("line", number, f"a version of {name!r} comes before its stream line")
@@ -182,3 +217,4 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
         if vrow is None or vrow.checksum.hex() != checksum:
             raise InvalidArgumentError("line", number, f"version {version} of {name!r} does not match its checksum"
                                        " (a damaged export, or a version missing before it)")
+    return len(recorded)

@@ -55,7 +55,9 @@ def test_round_trip_with_forks(tmp_path: Path) -> None:
     with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db", snapshots=SnapshotPolicy(min_tail_bytes=500)) as dst:
         history(src)
         lines = list(src.export("main", forks=True))
-        assert orjson.loads(lines[0]) == {"eventckpt": "export", "format": 1}
+        assert orjson.loads(lines[0]) == {"eventckpt": "export", "format": 2}
+        assert orjson.loads(lines[-1]) == {"eventckpt": "end", "streams": 3, "versions": len(lines) - 5,
+                                           "events": sum(len(orjson.loads(line).get("events") or ()) for line in lines[:-1])}
         assert dst.import_lines(b"".join(lines).splitlines(keepends=True)) == ["main", "fork", "deep"]
         same_streams(src, dst, ["main", "fork", "deep"])
         assert dst.stream("deep").parent == eventckpt.ForkOrigin("fork", 10)
