@@ -18,9 +18,12 @@ digits are refused here, so the two kinds can never be confused.
 
 Deleting one checkpoint of an append-only journal (`delete(session, checkpoint_id)`) removes that version
 and folds its changes into the next one (see eventckpt.retention): it is gone from listings and loads,
-every other version still restores exactly. The newest checkpoint (the session's current state) and a
-checkpoint another session was forked from cannot be deleted alone (VersionInUseError); delete the
-session instead.
+every other version still restores exactly. Deleting the newest checkpoint makes the one before it the
+latest, as llmfy does; its version number is never given to a later checkpoint. A checkpoint another
+session was forked from cannot be deleted alone (VersionInUseError); delete the sessions instead.
+
+As in llmfy, a session that was never saved is not an error for `load` (None), `list` ([]) and `delete`
+(False); every other call raises StreamNotFoundError for it.
 """
 
 from __future__ import annotations

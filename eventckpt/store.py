@@ -40,6 +40,7 @@ class Head:
     usage: dict[str, int | float]
     checksum: bytes
     tracker: Tracker
+    floor: int = 0  # the number of a removed head: the next version is numbered above it (schema 005)
 
 
 def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
@@ -259,8 +260,9 @@ class Store:
                 self._catch_up(row, head, version)
             self._heads.move_to_end(row.id)
             return head
+        floor = self._journal.removed_head(row.id)
         if version == 0:
-            head = Head(row.id, 0, {}, {}, ROOT, Tracker(self.policy))
+            head = Head(row.id, 0, {}, {}, ROOT, Tracker(self.policy), floor)
         else:
             chain = self._chain(row)
             state, tracker = materialize(self._journal, self.codec, chain, version, self.policy)
@@ -269,7 +271,7 @@ class Store:
             if vrow is None:
                 raise VersionNotFoundError(row.name, version, version)
             usage = orjson.loads(vrow.usage) if vrow.usage else {}
-            head = Head(row.id, version, state, usage, vrow.checksum, tracker)
+            head = Head(row.id, version, state, usage, vrow.checksum, tracker, floor)
         self._heads[row.id] = head
         self._rows[row.name] = row
         while len(self._heads) > self._cache_size:

@@ -410,7 +410,7 @@ class CheckpointStore:
             raise ConflictError(self.task_id, expected_version, current)
         if at is not None and at <= current:
             raise ConflictError(self.task_id, at - 1, current)
-        version = current + 1 if at is None else at
+        version = max(current, head.floor) + 1 if at is None else at  # a removed head's number is not reused
         try:
             rows, nbytes = _apply_events(store.codec, head, version, produce(head.state), check_paths)
         except PathError:

@@ -37,7 +37,7 @@ from .journal import Segment, StreamRow, segments_for
 from .checkpoint import parse_time
 from .ops import DELETE, EXTEND, INCR, OPS, TRUNCATE
 from .paths import from_text
-from .stream import _check_usage
+from .stream import _check_usage, check_new_name
 
 if TYPE_CHECKING:
     from .store import Store
@@ -57,11 +57,12 @@ def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes
         if forks:
             todo += [(r, journal.stream_and_head(r.name)[1], r) for r in store._subtree(row)[1:]]
         todo.sort(key=lambda t: t[0].id)  # a parent before its forks
+        removed = {r.id: journal.removed_head(r.id) or None for r, _, _ in todo}
     yield orjson.dumps({"eventckpt": "export", "format": FORMAT}) + b"\n"
     counts = {"versions": 0, "events": 0}
     for stream, upto, fork in todo:
         yield orjson.dumps({"stream": stream.name, "parent": _parent_name(store, fork), "fork_version": fork and fork.fork_version,
-                            "created_at": stream.created_at}) + b"\n"
+                            "created_at": stream.created_at, "removed_head": removed[stream.id]}) + b"\n"
         yield from _versions(store, stream, upto, (fork.fork_version or 0) if fork else 0, counts)
     yield orjson.dumps({"eventckpt": "end", "streams": len(todo), **counts}) + b"\n"
 
@@ -158,21 +159,39 @@ def _field(record: dict[str, Any], name: str, types: tuple[type, ...], number: i
     return value
 
 
+def _time(record: dict[str, Any], number: int) -> str:
+    created_at = _field(record, "created_at", (str,), number)
+    try:
+        parse_time(created_at)
+    except ValueError:
+        raise InvalidArgumentError("line", number, f"created_at {created_at!r} is not an ISO-8601 time") from None
+    return created_at
+
+
 def _import_stream(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> None:
     name = _field(record, "stream", (str,), number)
     parent = _field(record, "parent", (str, type(None)), number)
+    created_at = _time(record, number)
+    removed = _field(record, "removed_head", (int, type(None)), number)
+    if removed is not None and removed < 1:
+        raise InvalidArgumentError("line", number, f"removed_head {removed} is not a version number")
     if store.stream(name).exists():
         raise StreamExistsError(name)
     if name in created:
         raise InvalidArgumentError("line", number, f"stream {name!r} comes twice")
+    journal = store._journal
     if parent is None:
-        created[name] = 0  # a root stream is created by its first version
-        return
-    if parent not in created:
+        row = journal.create_stream(check_new_name(name), created_at)
+        created[name] = 0
+    elif parent not in created:
         raise InvalidArgumentError("line", number, f"stream {name!r} forks from {parent!r}, which this import has not created")
-    at = _field(record, "fork_version", (int,), number)
-    store.stream(parent).fork(at=at, task_id=name)
-    created[name] = at
+    else:
+        at = _field(record, "fork_version", (int,), number)
+        store.stream(parent).fork(at=at, task_id=name)
+        row = journal.stream(name)
+        created[name] = at
+    if removed is not None:  # before its versions: the next version after the import is numbered above it
+        journal.set_removed_head(row.id, removed)
 
 
 def _import_version(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> int:
@@ -198,11 +217,7 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
     metadata = record.get("metadata")
     checksum = _field(record, "checksum", (str, type(None)), number)  # absent in hand-written lines
     usage = _check_usage(_field(record, "usage", (dict, type(None)), number)) or {}
-    created_at = _field(record, "created_at", (str,), number)
-    try:
-        parse_time(created_at)
-    except ValueError:
-        raise InvalidArgumentError("line", number, f"created_at {created_at!r} is not an ISO-8601 time") from None
+    created_at = _time(record, number)
     stream._commit(
         lambda head: recorded, True, lambda prev: usage,
         metadata=codec.decode(orjson.dumps(metadata)) if metadata is not None else None,

@@ -316,6 +316,15 @@ class Tables(Engine):
         self._run("UPDATE versions SET event_count = ?, event_bytes = ? WHERE stream_id = ? AND version = ?",
                   (len(events), event_bytes, stream_id, version))
 
+    def removed_head(self, stream_id: int) -> int:
+        """The newest version number the stream had when its head was removed (0: never), which the next
+        version is numbered above (schema 005)."""
+        return self._one("SELECT coalesce(removed_head, 0) FROM streams WHERE id = ?", (stream_id,))[0]
+
+    def set_removed_head(self, stream_id: int, version: int) -> None:
+        """Record that version `version`, the stream's head, was removed (keeps the highest such number)."""
+        self._run("UPDATE streams SET removed_head = max(coalesce(removed_head, 0), ?) WHERE id = ?", (version, stream_id))
+
     def set_checksum(self, stream_id: int, version: int, checksum: bytes) -> None:
         self._run("UPDATE versions SET checksum = ? WHERE stream_id = ? AND version = ?", (checksum, stream_id, version))
 
