@@ -89,14 +89,15 @@ class AsyncStore:
     async def save(self, session_id: str, state: Any, token_usage: Mapping[str, int | float] | None = None, *,
                    metadata: Mapping[str, Any] | None = None, name: str | None = None, auto: bool = False,
                    expected_version: int | None = None, checkpoint_id: str | None = None,
-                   tool_calls: Any = None) -> Checkpoint:
+                   tool_calls: Any = None, add_usage: Mapping[str, int | float] | None = None) -> Checkpoint:
         """Save `state` as the session's next checkpoint (see CheckpointStore.save). Its `values` are read
         lazily, with a blocking read: use `load()` to read a state from async code."""
         if checkpoint_id is not None and type(checkpoint_id) is str and checkpoint_id.isdigit():
             raise InvalidArgumentError("checkpoint_id", checkpoint_id, "ids made only of digits would read as version numbers")
         stream = self._stream(session_id)
         return await self._run(stream.save, state, token_usage, metadata=metadata, name=name, auto=auto,
-                               expected_version=expected_version, checkpoint_id=checkpoint_id, tool_calls=tool_calls)
+                               expected_version=expected_version, checkpoint_id=checkpoint_id, tool_calls=tool_calls,
+                               add_usage=add_usage)
 
     async def load(self, session_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
         """The checkpoint with `checkpoint_id` (the latest when None), values loaded; None when missing."""

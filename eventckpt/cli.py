@@ -486,7 +486,7 @@ def demo(path: str, steps: int) -> None:
                     tx.incr(("scratch", "searches"))
                     tx.set(("scratch", "best_fare"), 120 - step * 3)
                 tx.set("step", step)
-                tx.usage(input_tokens=120, output_tokens=40)
+                tx.add_usage(input_tokens=120, output_tokens=40)
         task.save({**task.state(), "plan": ["search flights", "book flight"]}, metadata={"node": "planner"})
 
         click.echo(f"store {path}: stream {name!r}, {task.version} versions\n")

@@ -30,7 +30,7 @@ from .mixin import Checkpointable, Migrations
 from .mixin import restore as restore_object
 from .paths import addressable, encodable, to_text
 from .tools import ToolCall, ToolRegistry, ToolRow, UndoReport, decode_call, encode_calls, undo_tools
-from .transaction import Recorded, Transaction, check_number, is_number
+from .transaction import Recorded, Transaction, check_added, check_number, is_number
 
 if TYPE_CHECKING:
     from .diffing import Diff
@@ -244,18 +244,33 @@ class CheckpointStore:
         expected_version: int | None = None,
         checkpoint_id: str | None = None,
         tool_calls: Iterable[ToolCall] | None = None,
+        add_usage: Mapping[str, int | float] | None = None,
     ) -> Checkpoint:
         """Commit `values` as the next version. Only the differences from the head are stored: unchanged
         keys cost nothing, and a list that grew at its end costs one append. `values` is a mapping, a
-        dataclass/attrs instance or a Checkpointable; `tool_calls` are recorded in the same version."""
+        dataclass/attrs instance or a Checkpointable; `tool_calls` are recorded in the same version.
+
+        Token usage is cumulative. `token_usage` gives this version's totals (every counter: those not
+        named are dropped); `add_usage` adds to the previous version's instead, as a transaction's
+        `add_usage()` does. Neither: the previous version's counters are kept."""
         state = _state_dict(values)
         usage = _check_usage(token_usage)
+        if add_usage is not None:
+            if usage is not None:
+                raise InvalidArgumentError("add_usage", add_usage, "give the totals (token_usage) or what to add"
+                                           " (add_usage), not both")
+            added = check_added(add_usage)
         tool_rows = encode_calls(self.store.codec, tool_calls)
 
         def events(head: dict[str, Any]) -> list[ops.Event]:
             return ops.diff(head, state)
 
-        return self._commit(events, False, lambda prev: usage if usage is not None else prev,
+        def usage_of(prev: dict[str, int | float]) -> dict[str, int | float]:
+            if usage is not None:
+                return usage
+            return _added(prev, added) if add_usage is not None else prev
+
+        return self._commit(events, False, usage_of,
                             metadata=metadata, name=name, auto=auto,
                             expected_version=expected_version, checkpoint_id=checkpoint_id, tool_rows=tool_rows)
 
@@ -287,13 +302,8 @@ class CheckpointStore:
             decode = self.store.codec.decode
             return [(op, path, decode(raw) if raw is not None else value, raw) for op, path, value, raw in recorded]
 
-        def usage(prev: dict[str, int | float]) -> dict[str, int | float]:
-            out = dict(prev)
-            for key, n in usage_add.items():
-                out[key] = out.get(key, 0) + n
-            return out
-
-        return self._commit(events, True, usage, checked=True, tool_rows=tool_rows, **options)
+        return self._commit(events, True, lambda prev: _added(prev, usage_add), checked=True, tool_rows=tool_rows,
+                            **options)
 
     def rollback(self, to: int, *, metadata: Mapping[str, Any] | None = None, name: str | None = None,
                  expected_version: int | None = None) -> Checkpoint:
@@ -631,6 +641,14 @@ def _check_sum(state: dict[str, Any], path: tuple[Any, ...]) -> None:
         target = target[key]
     if type(target) is float and not math.isfinite(target):
         raise SerializationError(path, f"incr makes {target!r}, not a finite number (open the store with allow_nan=True)")
+
+
+def _added(prev: dict[str, int | float], amounts: dict[str, int | float]) -> dict[str, int | float]:
+    """The previous version's counters plus `amounts`."""
+    out = dict(prev)
+    for key, n in amounts.items():
+        out[key] = out.get(key, 0) + n
+    return out
 
 
 def _check_usage(token_usage: Any) -> dict[str, int | float] | None:

@@ -8,7 +8,7 @@ and committed as one version; on an exception nothing is written.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,21 @@ def check_number(name: str, value: Any) -> None:
     """A counter or increment: a finite float, or an int that JSON and SQLite hold exactly (64-bit)."""
     if not is_number(value):
         raise InvalidArgumentError(name, value, "must be a finite float or an int within 64 bits")
+
+
+def check_added(counters: Any) -> dict[str, int | float]:
+    """Amounts to add to usage counters: str names, numbers that are not negative (a counter counts what
+    was spent; to correct a total, save the totals with token_usage=)."""
+    if not isinstance(counters, Mapping):
+        raise InvalidArgumentError("add_usage", counters, "must be a mapping of counter name to number")
+    for key, n in counters.items():
+        if type(key) is not str or not encodable(key):
+            raise InvalidArgumentError("add_usage", key, "counter names are str (valid UTF-8)")
+        check_number(key, n)
+        if n < 0:
+            raise InvalidArgumentError(key, n, "usage only adds up: an amount to add is not negative"
+                                       " (to lower a total, save the totals with token_usage=)")
+    return dict(counters)
 
 
 def is_number(value: Any) -> bool:
@@ -88,12 +103,10 @@ class Transaction:
             raise InvalidArgumentError("length", length, "must be a non-negative int within 64 bits")
         return self._record(TRUNCATE, path, length, encode=False)
 
-    def usage(self, **counters: int | float) -> Transaction:
-        """Add to the token-usage counters (cumulative: they start from the previous version's)."""
-        for key, n in counters.items():
-            if not encodable(key):
-                raise InvalidArgumentError("usage", key, "counter names must be valid UTF-8")
-            check_number(key, n)
+    def add_usage(self, **counters: int | float) -> Transaction:
+        """Add to the token-usage counters: this version's counters are the previous version's plus these
+        (what `save(add_usage=...)` does; `save(token_usage=...)` sets the totals instead)."""
+        for key, n in check_added(counters).items():
             self._usage[key] = self._usage.get(key, 0) + n
         return self
 

@@ -30,7 +30,7 @@ def history(store: eventckpt.Store) -> None:
             if i % 10 == 0:
                 tx.delete(("messages", 0))
                 tx.truncate("messages", 25)
-            tx.usage(input_tokens=100, output_tokens=7)
+            tx.add_usage(input_tokens=100, output_tokens=7)
     fork = main.fork(at=20, task_id="fork")
     fork.save({**fork.state(), "branch": True}, {"input_tokens": 1})
     fork.fork(at=10, task_id="deep").save({"deep": [1.5, None]})

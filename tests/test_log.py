@@ -20,7 +20,7 @@ def agent(store: eventckpt.Store, name: str = "task", steps: int = 12) -> eventc
                               metadata={"node": "tools" if tool else "agent", "step": i, "even": i % 2 == 0}) as tx:
             tx.append("messages", {"i": i})
             tx.set("step", i)
-            tx.usage(input_tokens=10)
+            tx.add_usage(input_tokens=10)
     return task
 
 
