@@ -151,12 +151,10 @@ def log(path: str, stream: str, limit: int | None, before: int | None, name: str
         meta: tuple[str, ...], as_json: bool) -> None:
     """Show a stream's checkpoints, newest first, without reading any state.
 
-    Example: eventckpt log agent.db task-1 -n 20 --meta node=tools
+    Example: eventckpt log agent.db demo -n 20 --meta node=tools
     """
     with _open(path) as store:
         task = store.stream(stream)
-        if not task.exists():
-            raise eventckpt.StreamNotFoundError(stream)
         checkpoints = task.log(limit, before=before, name=name, auto=auto, metadata=parse_meta(meta))
         if as_json:
             emit_json([checkpoint_json(store, cp) for cp in checkpoints])
@@ -192,13 +190,11 @@ def search(path: str, name: str | None, meta: tuple[str, ...], limit: int | None
 def show(path: str, ref: str, as_json: bool) -> None:
     """Print the state of a stream at a version (the head by default) as JSON.
 
-    Example: eventckpt show agent.db task-1@3
+    Example: eventckpt show agent.db demo@3
     """
     with _open(path) as store:
         stream, version = parse_ref(store, ref)
         task = store.stream(stream)
-        if not task.exists():
-            raise eventckpt.StreamNotFoundError(stream)
         cp = task.get(version if version is not None else task.version)
         if as_json:
             emit_json({**checkpoint_json(store, cp), "values": value_json(store, cp.values)})
@@ -253,7 +249,7 @@ def history(path: str, stream: str, key_path: str, since: int | None, until: int
 
     PATH is a key, a dotted path or a SQLite JSON path: step, scratch.k05, messages[3].content, $."a.b".
 
-    Example: eventckpt history agent.db task-1 scratch.best_fare
+    Example: eventckpt history agent.db demo scratch.best_fare
     """
     parts = parse_path(key_path)
     with _open(path) as store:
@@ -278,7 +274,7 @@ def history(path: str, stream: str, key_path: str, since: int | None, until: int
 def fork(path: str, ref: str, new_name: str | None, as_json: bool) -> None:
     """Start a new stream that shares a stream's history up to a version (the head by default).
 
-    Nothing is copied. Example: eventckpt fork agent.db task-1@3 --name task-1-retry
+    Nothing is copied. Example: eventckpt fork agent.db demo@3 --name retry
     """
     with _open(path) as store:
         stream, version = parse_ref(store, ref)
@@ -298,7 +294,7 @@ def fork(path: str, ref: str, new_name: str | None, as_json: bool) -> None:
 def rollback(path: str, stream: str, version: int, as_json: bool) -> None:
     """Append a new version whose state equals an earlier one; nothing is deleted.
 
-    Example: eventckpt rollback agent.db task-1 3
+    Example: eventckpt rollback agent.db demo 3
     """
     with _open(path) as store:
         cp = store.stream(stream).rollback(version)
@@ -364,7 +360,7 @@ def stats(path: str, as_json: bool) -> None:
 def export(path: str, stream: str, forks: bool, output: Any) -> None:
     """Write a stream's whole history as JSON Lines (with --forks, its forks too).
 
-    Example: eventckpt export agent.db task-1 --forks -o task-1.jsonl
+    Example: eventckpt export agent.db demo --forks -o demo.jsonl
     """
     with _open(path) as store:
         for chunk in store.export(stream, forks=forks):
@@ -378,7 +374,7 @@ def export(path: str, stream: str, forks: bool, output: Any) -> None:
 def import_(path: str, source: Any, as_json: bool) -> None:
     """Import streams from a JSON Lines export (FILE, or - for stdin) into STORE (created if missing).
 
-    Nothing is kept if any line fails. Example: eventckpt import copy.db task-1.jsonl
+    Nothing is kept if any line fails or the export is not whole. Example: eventckpt import copy.db demo.jsonl
     """
     size = _size(source)
     progress = _Progress("importing")
@@ -442,9 +438,10 @@ def _size(source: Any) -> int:
 @JSON
 def sql(path: str, query: str, as_json: bool) -> None:
     """Run a read-only SQL query on the store (the views: checkpoints, changes, path_history, lineage,
-    stream_heads). The file is opened read-only: nothing can be written.
+    stream_heads). Only reads are allowed (SELECT, EXPLAIN, PRAGMAs that read): a statement that would
+    write is refused and nothing changes.
 
-    Example: eventckpt sql agent.db "SELECT version, name FROM checkpoints WHERE stream = 'task-1'"
+    Example: eventckpt sql agent.db "SELECT stream, head FROM stream_heads"
     """
     with _open(path) as store:
         columns, rows = store.sql(query)

@@ -205,8 +205,10 @@ class _Differ:
         for side, touched in ((self.a, touched_a), (self.b, touched_b)):
             self._promote_shifted_lists(side, touched)
         paths = {text: _lift(from_text(text)) for text in touched_a.keys() | touched_b.keys()}
-        present = set(paths.values())
-        roots = sorted((p for p in present if not any(p[:i] in present for i in range(1, len(p)))), key=_path_key)
+        opaque = [a for a in map(self._opaque_ancestor, _roots(set(paths.values()))) if a is not None]
+        if opaque:  # an event below a dict that save() keeps as one value: compare that dict whole
+            paths = {t: next((a for a in opaque if p[:len(a)] == a), p) for t, p in paths.items()}
+        roots = _roots(set(paths.values()))
         root_set = set(roots)
         # per side, the roots with a touched path strictly below them (or lifted into them)
         below = {side: {p[:i] for t in touched for p in [paths[t]] for i in range(1, len(p) + 1)
@@ -222,6 +224,21 @@ class _Differ:
             else:
                 _compare(path, self._value_at(self.a, path), self._value_at(self.b, path), out)
         return out
+
+    def _opaque_ancestor(self, path: Path) -> Path | None:
+        """The outermost ancestor of `path` that is, on either side, a dict whose keys cannot all be paths
+        (a "$" key, a non-str key): one value to save() and to a diff. Looked for only when the newest
+        event at an ancestor wrote a tagged value (such a dict is stored as {"$dict": ...})."""
+        if len(path) < 2:
+            return None
+        for side in (self.a, self.b):
+            row, _ = _newest(self.journal, side.segments, path[:-1], side.version)
+            if row is not None and row[4] is not None and _TAGGED in row[4]:
+                for i in range(1, len(path)):
+                    value = value_at(self.journal, self.codec, side.segments, path[:i], side.version)
+                    if type(value) is dict and not _recursable(value):
+                        return path[:i]
+        return None
 
     def _touched(self, side: _Side) -> dict[str, tuple[int, int]]:
         """Paths with an event after the common version on this side -> (version, seq) of the last."""
@@ -511,6 +528,14 @@ def equal(a: Any, b: Any) -> bool:
     if t is list or t is tuple:
         return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
     return a == b or (t is float and a != a and b != b)
+
+
+_TAGGED = '{"$'  # in a value's JSON text: it holds a tagged form
+
+
+def _roots(present: set[Path]) -> list[Path]:
+    """The paths with no ancestor among them, in order."""
+    return sorted((p for p in present if not any(p[:i] in present for i in range(1, len(p)))), key=_path_key)
 
 
 def _lift(path: Path) -> Path:

@@ -331,3 +331,14 @@ def test_change_objects() -> None:
     assert Change("changed", ("a",), 1, 2) == Change("changed", ("a",), 1, 2)
     assert Change("changed", ("a",), 1, 2) != Change("changed", ("a",), 1.0, 2)
     assert "$.a[0]" in repr(Change("added", ("a", 0), new=1))
+
+
+def test_a_change_inside_a_dict_with_dollar_keys_is_a_change_of_that_dict(store: eventckpt.Store) -> None:
+    """A dict holding a "$" key is one value, as it is to save(): a transaction's set below it is
+    reported as a change of the whole dict (hypothesis found the diff reporting the key as added)."""
+    task = store.stream("s0")
+    task.save({"a": {"$": None}, "b": 1})
+    with task.transaction() as tx:
+        tx.set(("a", "new"), None)
+    assert [(c.kind, c.path, c.old, c.new) for c in task.diff(1, 2)] == [
+        ("changed", ("a",), {"$": None}, {"$": None, "new": None})]
