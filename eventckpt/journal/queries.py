@@ -349,12 +349,14 @@ class Queries(Engine):
             except apsw.ExecutionCompleteError:
                 return [], []
             return columns, [tuple(r) for r in cursor]
-        except apsw.AuthError:
-            raise errors.ReadOnlyStoreError(
-                f"{self.path}: sql runs read-only queries; {refused[0] if refused else 'this statement'} is not allowed",
-                code="readonly") from None
-        except apsw.SQLError as exc:
-            raise errors.InvalidArgumentError("sql", sql, str(exc)) from None
+        except (apsw.AuthError, apsw.SQLError) as exc:
+            if not refused:
+                raise errors.InvalidArgumentError("sql", sql, str(exc)) from None
+            shown = refused[0]
+            if "sqlite_master" in shown or "sqlite_temp_master" in shown:  # what CREATE and DROP do first
+                shown = "changing the schema (CREATE, DROP)"
+            raise errors.ReadOnlyStoreError(f"{self.path}: sql runs read-only queries; {shown} is not allowed",
+                                            code="readonly") from None
         except apsw.Error as exc:
             self._fail(exc, sql)
         finally:
@@ -386,6 +388,8 @@ def _describe(action: int, first: str | None, second: str | None) -> str:
         return f"PRAGMA {first}" + (f" = {second}" if second is not None else "")
     if action == apsw.SQLITE_FUNCTION:
         return f"the function {second}()"
+    if action == apsw.SQLITE_ALTER_TABLE:
+        return f"ALTER TABLE {second}"
     if action == apsw.SQLITE_ATTACH:
         return "ATTACH (and VACUUM, which attaches its target)"
     if action in (apsw.SQLITE_TRANSACTION, apsw.SQLITE_SAVEPOINT):
