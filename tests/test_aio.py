@@ -108,6 +108,27 @@ def test_delete_refusals(db_path: Path) -> None:
     run(main())
 
 
+def test_deleting_the_newest_checkpoint(db_path: Path) -> None:
+    """delete(session, id) of the newest checkpoint works as llmfy's: the one before becomes the latest, and
+    the deleted id never names another checkpoint (the next save gets a new number)."""
+
+    async def main() -> None:
+        async with aio.open(db_path) as store:
+            for i in range(3):
+                await store.save("s", {"i": i})
+            assert await store.delete("s", "3") is True
+            latest = await store.load("s")
+            assert latest.id == "2" and latest.values == {"i": 1}
+            assert [cp.id for cp in await store.list("s")] == ["2", "1"]
+            assert await store.load("s", "3") is None
+            assert (await store.save("s", {"i": "new"})).id == "4" and await store.load("s", "3") is None
+            await store.save("t", {"only": 1}, checkpoint_id="c1")
+            assert await store.delete("t", "c1") is True and await store.load("t") is None
+            assert await store.list("t") == [] and (await store.save("t", {"only": 2})).version == 2
+
+    run(main())
+
+
 def test_clear_all_and_time_travel(db_path: Path) -> None:
     """clear_all deletes every session (forks included); get/state/rollback/list_versions work by session."""
 
