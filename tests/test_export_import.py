@@ -206,3 +206,39 @@ def test_a_killed_import_leaves_nothing(tmp_path: Path, kill_at: int) -> None:
         assert dst.streams() == ["existing"] and dst.verify().ok
         dst.import_lines((tmp_path / "export.jsonl").read_bytes().splitlines())  # and it can be done again
         assert set(dst.streams()) == {"existing", "main", "fork", "deep"}
+
+
+def cut_exports(good: list[bytes]) -> dict[str, list[bytes]]:
+    end = orjson.loads(good[-1])
+    return {
+        "first 5 lines": good[:5],
+        "header only": good[:1],
+        "all but the end line": good[:-1],
+        "a version line missing": good[:4] + good[5:],
+        "a stream missing": [line for line in good if orjson.loads(line).get("stream") != "deep"],
+        "end line with other counts": good[:-1] + [orjson.dumps({**end, "versions": end["versions"] + 1}) + b"\n"],
+        "a line after the end": good + [good[3]],
+        "nothing": [],
+        "format 1": [orjson.dumps({"eventckpt": "export", "format": 1}) + b"\n"] + good[1:-1],
+    }
+
+
+@pytest.mark.parametrize("case", ["first 5 lines", "header only", "all but the end line", "a version line missing",
+                                  "a stream missing", "end line with other counts", "a line after the end", "nothing",
+                                  "format 1"])
+def test_an_export_that_is_not_whole_is_refused(tmp_path: Path, case: str) -> None:
+    """An export cut short (at a line boundary, so every line is valid JSON), missing lines, with an end
+    line whose counts differ, with lines after the end, or in format 1 (which has no end line) raises
+    InvalidArgumentError saying so, and nothing of it is kept."""
+    with eventckpt.open(tmp_path / "a.db") as src:
+        history(src)
+        good = b"".join(src.export("main", forks=True)).splitlines(keepends=True)
+    with eventckpt.open(tmp_path / "b.db") as dst:
+        with pytest.raises(eventckpt.InvalidArgumentError) as info:
+            dst.import_lines(cut_exports(good)[case])
+        assert dst.streams() == []
+    message = str(info.value)
+    expected = {"format 1": "format 1 exports", "a line after the end": "after the export's end line",
+                "end line with other counts": "the end line says", "a stream missing": "the end line says", "nothing": "nothing to import",
+                "a version line missing": "does not match its checksum"}.get(case, "cut short")
+    assert expected in message, message
