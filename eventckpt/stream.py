@@ -18,6 +18,7 @@ from .checkpoint import Checkpoint, ForkOrigin, format_time, now, utc_now
 from .errors import (
     ConflictError,
     DuplicateCheckpointIdError,
+    EventCkptError,
     InvalidArgumentError,
     PathError,
     SerializationError,
@@ -101,7 +102,7 @@ class CheckpointStore:
     def __repr__(self) -> str:
         try:
             count = len(self)
-        except StreamNotFoundError:  # a repr describes, it does not fail: a stream not created yet has none
+        except EventCkptError:  # a repr describes, it does not fail (a stream not created yet, a closed store)
             count = 0
         return f"CheckpointStore(task_id={self.task_id!r}, checkpoints={count})"
 
