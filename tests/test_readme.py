@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 import shlex
 import subprocess
@@ -11,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import eventckpt
+
+from .test_readme_queries import is_expression, literal
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -37,31 +38,20 @@ def test_quick_start_runs(tmp_path: Path, monkeypatch) -> None:
         assert task.get(2).token_usage == {"input_tokens": 200, "output_tokens": 40}
 
 
-def _literal(comment: str) -> Any:
-    """The Python literal a result comment starts with, or NOTHING when it is prose."""
-    for candidate in [comment] + [comment.split(sep)[0] for sep in (": ", " (", ", ")]:
-        try:
-            return ast.literal_eval(candidate.strip())
-        except (ValueError, SyntaxError):
-            continue
-    return NOTHING
-
-
 NOTHING = object()
 
 
 def _checked(code: str, check: str) -> str:
-    """The block with every `expression  # literal` line turned into a check of that result."""
+    """The block with every `expression  # literal` line turned into a check of that result (a comment
+    that is prose, not a literal, is left alone)."""
     lines = []
     for line in code.splitlines():
         expr, _, comment = line.partition("  # ")
-        expected = _literal(comment) if comment and expr.strip() else NOTHING
         try:
-            ast.parse(expr.strip(), mode="eval")
-            is_expression = True
-        except SyntaxError:
-            is_expression = False
-        if expected is not NOTHING and is_expression:
+            expected = literal(comment) if comment and expr.strip() else NOTHING
+        except AssertionError:
+            expected = NOTHING
+        if expected is not NOTHING and is_expression(expr.strip()):
             indent = expr[: len(expr) - len(expr.lstrip())]
             lines.append(f"{indent}{check}(({expr.strip()}), {expected!r}, {expr.strip()!r})")
         else:
