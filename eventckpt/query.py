@@ -191,11 +191,12 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parent: 
     Appends record no index, so the list's length is followed from the start of the lineage: every event
     that changes it other than by appending (a set, delete, truncate or extend of the list, a delete of
     one of its items, a replacement of an ancestor) is read from events_reshaping or the path index, and
-    between two of them the appends are counted, never read: the one creating the item is the
-    (index - length)-th after the last of them. Cost: O(such events + results), not O(appends)."""
+    the appends between two of them are counted in the path index in one statement, never read: the one
+    creating the item is the (index - length)-th after the last of them. Cost: O(such events + results),
+    not O(appends)."""
     text, depth = to_text(parent), len(parent)
     resets = [(r, None) for r in journal.list_resets(segments, text, until)
-              if r[3] != DELETE or len(from_text(r[4])) in (depth, depth + 1)]
+              if r[3] != DELETE or r[4] == text or _is_item(r[4], depth)]
     for m in range(1, depth):  # ancestors that replaced or reshaped the list's container
         ancestor = to_text(parent[:m])
         if type(parent[m]) is int:  # under a list item, which shifts: read the length where that happens
@@ -204,24 +205,26 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parent: 
             resets += [(r[:6], _RECOUNT if r[6] and r[5] is None else None)
                        for r in journal.replacements(segments, ancestor, to_text(parent[m:]), until)]
     resets.sort(key=lambda t: (t[0][1], t[0][2]))
+    spans, cursor = [], (0, -1)  # where appends may lie: between one reset and the next
+    for reset, how in resets:
+        spans.append((cursor, (reset[1], reset[2])))
+        cursor = (reset[1], 1 << 62) if how is _RECOUNT else (reset[1], reset[2])
+    spans.append((cursor, (until + 1, -1)))
+    counts = journal.counts_between(segments, text, spans)
     out: list[tuple[HistoryRow, Any]] = []
-    length, cursor = 0, (0, -1)
-    for reset, how in resets + [(None, None)]:
-        at = (reset[1], reset[2]) if reset is not None else (until + 1, -1)
-        if length <= index:  # appends between the last reset and this one add items length, length+1, ...
-            hit = journal.nth_between(segments, text, cursor, at, index - length)
+    length = 0
+    for span, count, (reset, how) in zip(spans, counts, resets + [(None, None)]):
+        if length <= index < length + count:  # these appends added items length, length + 1, ...
+            hit = journal.nth_between(segments, text, *span, index - length)
             if hit is not None and hit[3] == APPEND and since <= hit[1] <= until:
                 out.append((_row(journal, hit, text), codec.decode(hit[4])))
+        length += count
         if reset is None:
             break
         op, n = reset[3], reset[5]
         if how is _RECOUNT:
             length = list_length(journal, codec, segments, parent, reset[1]) or 0
-            cursor = (reset[1], 1 << 62)
-            continue
-        if op in (TRUNCATE, EXTEND) or (op == DELETE and reset[4] != text):  # relative to the current length
-            length += journal.count_between(segments, text, cursor, at)
-        if op == EXTEND:
+        elif op == EXTEND:
             if length <= index < length + n and since <= reset[1] <= until:
                 value = journal.event_at(reset[0], reset[1], reset[2])[2]
                 out.append((_row(journal, (*reset[:4], value), text), codec.decode(value)[index - length]))
@@ -232,8 +235,13 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parent: 
             length = 0 if reset[4] == text else max(length - 1, 0)
         else:  # set (a list; an ancestor's set: the list inside it, None when there is none)
             length = n or 0
-        cursor = at
     return out
+
+
+def _is_item(path: str, depth: int) -> bool:
+    """Whether a stored path names an item of the list `depth` parts deep (a delete there shifts it)."""
+    parts = from_text(path)
+    return len(parts) == depth + 1 and type(parts[-1]) is int
 
 
 _RECOUNT: Any = object()

@@ -10,7 +10,7 @@ import apsw
 from .. import errors
 from ..paths import child_ranges
 from .engine import Engine
-from .rows import STREAM_COLS, EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRow, clip
+from .rows import STREAM_COLS, EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRow, clip, json_list
 
 # -- query fragments (schema/002_queries.sql) --------------------------------------------------------
 
@@ -171,15 +171,21 @@ class Queries(Engine):
                               " AND op IN ('set', 'delete') ORDER BY version, seq", (rel, seg.stream_id, path, lo, hi))
         return out
 
-    def count_between(self, segments: Sequence[Segment], path: str, after: tuple[int, int], before: tuple[int, int]) -> int:
-        """How many events lie at exactly `path` strictly between events `after` and `before` (positions
-        (version, seq)); an index-only count."""
-        total = 0
-        for seg, lo, hi in clip(segments, after[0] - 1, before[0]):
-            total += self._one("SELECT count(*) FROM events INDEXED BY events_by_path WHERE stream_id = ? AND path = ?"
-                               " AND version BETWEEN ? AND ? AND (version, seq) > (?, ?) AND (version, seq) < (?, ?)",
-                               (seg.stream_id, path, lo, hi, *after, *before))[0]
-        return total
+    def counts_between(self, segments: Sequence[Segment], path: str,
+                       spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> list[int]:
+        """For each span (after, before) of event positions (version, seq), how many events lie at exactly
+        `path` strictly between them: one statement per segment, an index-only count per span."""
+        bounds = json_list([[*after, *before] for after, before in spans])
+        totals = [0] * len(spans)
+        for seg in segments:
+            rows = self._rows(
+                "SELECT s.key, (SELECT count(*) FROM events INDEXED BY events_by_path WHERE stream_id = ?1 AND path = ?2"
+                " AND version BETWEEN max(?3, s.value ->> 0) AND min(?4, s.value ->> 2)"
+                " AND (version, seq) > (s.value ->> 0, s.value ->> 1) AND (version, seq) < (s.value ->> 2, s.value ->> 3))"
+                " FROM json_each(?5) AS s", (seg.stream_id, path, seg.lo, seg.hi, bounds))
+            for i, n in rows:
+                totals[i] += n
+        return totals
 
     def nth_between(self, segments: Sequence[Segment], path: str, after: tuple[int, int], before: tuple[int, int],
                     n: int) -> tuple[Any, ...] | None:
