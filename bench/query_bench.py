@@ -95,7 +95,7 @@ def write_overhead(steps: int, workdir: str) -> None:
                     tx.set("step", s.step)
                     for k, v in s.scratch.items():
                         tx.set(("scratch", k), v)
-                    tx.usage(input_tokens=120, output_tokens=40)
+                    tx.add_usage(input_tokens=120, output_tokens=40)
                 times[(label, meta)].append(time.perf_counter() - t0)
     for store in stores.values():
         store.close()

@@ -4,6 +4,7 @@ argument and what is wrong with it, before anything is written."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,19 @@ def check_task_id(task_id: Any) -> str:
     return task_id
 
 
+_VERSION_SUFFIX = re.compile(r"@v?[0-9]+\Z")
+
+
+def check_new_name(task_id: Any) -> str:
+    """A name for a stream about to be created: a valid name that does not end in '@' and a version, which
+    the command line would read as STREAM@VERSION (user@example.com is fine; x@5 and x@v5 are not)."""
+    check_task_id(task_id)
+    if _VERSION_SUFFIX.search(task_id):
+        raise InvalidArgumentError("task_id", task_id, "a new stream name cannot end in '@' and a number"
+                                   " (the command line reads NAME@3 as version 3 of NAME)")
+    return task_id
+
+
 def check_version(name: str, value: Any) -> int:
     if type(value) is not int:
         raise InvalidArgumentError(name, value, "must be an int")
@@ -38,6 +52,29 @@ def check_number(name: str, value: Any) -> None:
 def is_number(value: Any) -> bool:
     t = type(value)
     return (t is int and -(2**63) <= value < 2**63) or (t is float and math.isfinite(value))
+
+
+def check_added(counters: Any) -> dict[str, int | float]:
+    """Amounts to add to usage counters: str names, numbers that are not negative (a counter counts what
+    was spent; to correct a total, save the totals with token_usage=)."""
+    if not isinstance(counters, Mapping):
+        raise InvalidArgumentError("add_usage", counters, "must be a mapping of counter name to number")
+    for key, n in counters.items():
+        if type(key) is not str or not encodable(key):
+            raise InvalidArgumentError("add_usage", key, "counter names are str (valid UTF-8)")
+        check_number(key, n)
+        if n < 0:
+            raise InvalidArgumentError(key, n, "usage only adds up: an amount to add is not negative"
+                                       " (to lower a total, save the totals with token_usage=)")
+    return dict(counters)
+
+
+def added(prev: dict[str, int | float], amounts: dict[str, int | float]) -> dict[str, int | float]:
+    """The previous version's counters plus `amounts`."""
+    out = dict(prev)
+    for key, n in amounts.items():
+        out[key] = out.get(key, 0) + n
+    return out
 
 
 def check_usage(token_usage: Any) -> dict[str, int | float] | None:

@@ -23,7 +23,7 @@ import orjson
 
 from . import ops
 from .checkpoint import Checkpoint, now
-from .checks import check_options, is_number
+from .checks import added, check_new_name, check_options, is_number
 from .core import Core, Head
 from .errors import (ConflictError, DuplicateCheckpointIdError, InvalidArgumentError, PathError, SerializationError,
                      StoreBusyError, StoreUnavailableError, StreamExistsError)
@@ -128,13 +128,8 @@ def commit_recorded(core: Core, task_id: str, recorded: list[Recorded], usage_ad
         decode = core.codec.decode
         return [(op, path, decode(raw) if raw is not None else value, raw) for op, path, value, raw in recorded]
 
-    def usage(prev: dict[str, int | float]) -> dict[str, int | float]:
-        out = dict(prev)
-        for key, n in usage_add.items():
-            out[key] = out.get(key, 0) + n
-        return out
-
-    return commit(core, task_id, events, True, usage, checked=True, tool_rows=tool_rows, **options)
+    return commit(core, task_id, events, True, lambda prev: added(prev, usage_add), checked=True, tool_rows=tool_rows,
+                  **options)
 
 
 class _Attempt:
@@ -165,7 +160,7 @@ class _Attempt:
             if optimistic:  # a new stream is created inside the write transaction
                 raise _Stale()
             try:
-                row = journal.create_stream(self.task_id, self.created)
+                row = journal.create_stream(check_new_name(self.task_id), self.created)
             except StreamExistsError:  # another writer created it first (PostgreSQL: no file lock to wait on)
                 raise _Stale() from None
             return row, core.head(journal, row, 0)
@@ -184,7 +179,7 @@ class _Attempt:
             raise ConflictError(self.task_id, self.expected_version, current)
         if self.at is not None and self.at <= current:
             raise ConflictError(self.task_id, self.at - 1, current)
-        version = current + 1 if self.at is None else self.at
+        version = max(current, head.floor) + 1 if self.at is None else self.at  # a removed head's number is not reused
         try:
             rows, nbytes = apply_events(core.codec, head, version, self.produce(head.state), self.check_paths)
         except PathError:

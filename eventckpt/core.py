@@ -49,6 +49,7 @@ class Head:
     checksum: bytes
     tracker: Tracker
     generation: int  # the tree's history generation this state was built under
+    floor: int = 0  # the number of a removed head: the next version is numbered above it
 
 
 class Core:
@@ -202,13 +203,14 @@ class Core:
             return head
         with journal.read():
             generation = journal.generation(row)
+            floor = journal.removed_head(row)
             if version == 0:
-                head = Head(row.id, 0, {}, {}, ROOT, Tracker(self.policy), generation)
+                head = Head(row.id, 0, {}, {}, ROOT, Tracker(self.policy), generation, floor)
             else:
                 state, tracker = materialize(journal, self.codec, self.lineage(journal, row), version, self.policy)
                 vrow = self.version_row(journal, row, version)
                 usage = orjson.loads(vrow.usage) if vrow.usage else {}
-                head = Head(row.id, version, state, usage, vrow.checksum, tracker, generation)
+                head = Head(row.id, version, state, usage, vrow.checksum, tracker, generation, floor)
         with self._cache_lock:
             self._heads[row.id] = head
             self._rows[row.name] = row

@@ -126,7 +126,7 @@ def diff(core: Core, task_id: str, a: Any, b: Any = None, *, live: Any = None) -
         if live is not None:
             if b is not None:
                 raise InvalidArgumentError("b", b, "compare with a version (b) or a live state (live=), not both")
-            old = core.state_at(journal, side_a.row, side_a.version) if side_a.version else {}
+            old = core.state_at(journal, side_a.row, side_a.version)
             new = {key: core.codec.encode_copy(value)[1] for key, value in state_dict(live).items()}
             changes: list[Change] = []
             for key in {**old, **new}:  # top-level keys are always compared one by one, "$" or not
@@ -141,7 +141,7 @@ def diff(core: Core, task_id: str, a: Any, b: Any = None, *, live: Any = None) -
 @dataclass
 class _Side:
     task_id: str
-    row: Any  # None for a stream that does not exist yet (its only version is 0, the empty state)
+    row: Any
     version: int
     segments: list[Segment]
 
@@ -162,16 +162,14 @@ class _Side:
             raise InvalidArgumentError(argument, spec, "a version is an int, a (task_id, version) pair or a Checkpoint")
         found = journal.stream_and_head(task_id)
         if found is None:
-            if version in (None, 0):
-                return cls(task_id, None, 0, [])
             raise StreamNotFoundError(task_id)
         row, head = found
         if version is None:
             version = head
-        if type(version) is not int or not 0 <= version <= head:
+        if type(version) is not int or not 1 <= version <= head:  # 0 names no checkpoint, as in get()
             raise VersionNotFoundError(task_id, version, head)
         segments = core.segments(journal, row, version)
-        if version and not any(s.lo <= version <= s.hi and journal.version_row(s, version) for s in segments):
+        if not any(s.lo <= version <= s.hi and journal.version_row(s, version) for s in segments):
             raise VersionNotFoundError(task_id, version, head)
         return cls(task_id, row, version, segments)
 
@@ -203,8 +201,10 @@ class _Differ:
         for side, touched in ((self.a, touched_a), (self.b, touched_b)):
             self._promote_shifted_lists(side, touched)
         paths = {text: _lift(from_text(text)) for text in touched_a.keys() | touched_b.keys()}
-        present = set(paths.values())
-        roots = sorted((p for p in present if not any(p[:i] in present for i in range(1, len(p)))), key=_path_key)
+        opaque = [a for a in map(self._opaque_ancestor, _roots(set(paths.values()))) if a is not None]
+        if opaque:  # an event below a dict that save() keeps as one value: compare that dict whole
+            paths = {t: next((a for a in opaque if p[:len(a)] == a), p) for t, p in paths.items()}
+        roots = _roots(set(paths.values()))
         root_set = set(roots)
         # per side, the roots with a touched path strictly below them (or lifted into them)
         below = {side: {p[:i] for t in touched for p in [paths[t]] for i in range(1, len(p) + 1)
@@ -220,6 +220,21 @@ class _Differ:
             else:
                 _compare(path, self._value_at(self.a, path), self._value_at(self.b, path), out)
         return out
+
+    def _opaque_ancestor(self, path: Path) -> Path | None:
+        """The outermost ancestor of `path` that is, on either side, a dict whose keys cannot all be paths
+        (a "$" key, a non-str key): one value to save() and to a diff. Looked for only when the newest
+        event at an ancestor wrote a tagged value (such a dict is stored as {"$dict": ...})."""
+        if len(path) < 2:
+            return None
+        for side in (self.a, self.b):
+            row, _ = _newest(self.journal, side.segments, path[:-1], side.version)
+            if row is not None and row[4] is not None and _TAGGED in row[4]:
+                for i in range(1, len(path)):
+                    value = value_at(self.journal, self.codec, side.segments, path[:i], side.version)
+                    if type(value) is dict and not _recursable(value):
+                        return path[:i]
+        return None
 
     def _touched(self, side: _Side) -> dict[str, tuple[int, int]]:
         """Paths with an event after the common version on this side -> (version, seq) of the last."""
@@ -312,7 +327,7 @@ def value_at(journal: Journal, codec: Codec, segments: Sequence[Segment], path: 
                 return codec.decode(text)
             if not tagged:
                 return MISSING
-    return _descend(key_at(journal, codec, segments, path[0], version), path[1:])
+    return descend(key_at(journal, codec, segments, path[0], version), path[1:])
 
 
 def _tag_like(rel: Path) -> bool:
@@ -422,7 +437,8 @@ def segments_for_version(segments: Sequence[Segment], version: int) -> list[Segm
     return [Segment(s.tree_id, s.stream_id, s.lo, min(s.hi, version)) for s in segments if s.lo <= version]
 
 
-def _descend(value: Any, rest: Path) -> Any:
+def descend(value: Any, rest: Path) -> Any:
+    """The part of `value` at the relative path `rest` (MISSING when absent)."""
     for key in rest:
         if type(value) is dict and type(key) is str and key in value:
             value = value[key]
@@ -508,6 +524,14 @@ def equal(a: Any, b: Any) -> bool:
     if t is list or t is tuple:
         return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
     return a == b or (t is float and a != a and b != b)
+
+
+_TAGGED = '{"$'  # in a value's JSON text: it holds a tagged form
+
+
+def _roots(present: set[Path]) -> list[Path]:
+    """The paths with no ancestor among them, in order."""
+    return sorted((p for p in present if not any(p[:i] in present for i in range(1, len(p)))), key=_path_key)
 
 
 def _lift(path: Path) -> Path:

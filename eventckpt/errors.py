@@ -86,9 +86,10 @@ class InvalidArgumentError(CheckpointError, ValueError):
 
 
 class PathError(InvalidArgumentError):
-    """An operation's path does not fit the state (missing key, wrong container, bad index)."""
+    """A path is malformed (`path` is then the text given), or does not fit the state (missing key, wrong
+    container, bad index)."""
 
-    def __init__(self, path: tuple[Any, ...], reason: str) -> None:
+    def __init__(self, path: tuple[Any, ...] | str, reason: str) -> None:
         super().__init__("path", path, reason)
         self.path = path
 
@@ -125,6 +126,11 @@ class SchemaError(EventCkptError):
 
 class ForeignFileError(SchemaError):
     """The file is not an eventckpt store (another SQLite database, or not SQLite at all)."""
+
+
+class StoreNotFoundError(SchemaError, LookupError):
+    """There is no store to read at the path: the file is missing or empty (raised by `open` with
+    `create=False` or `readonly=True`, and by every CLI command that reads; the file is left as it was)."""
 
 
 class NewerSchemaError(SchemaError):

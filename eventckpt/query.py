@@ -12,10 +12,10 @@ import orjson
 
 from .checkpoint import Checkpoint, parse_time
 from .codec import Codec, quiet_gc
-from .diffing import MISSING, equal, value_at
-from .errors import InvalidArgumentError
+from .diffing import MISSING, descend, equal, list_length, value_at
+from .errors import InvalidArgumentError, StreamNotFoundError
 from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamKey, StreamRow
-from .ops import DELETE, SET, TRUNCATE
+from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
 from .paths import Path, addressable, from_text, normalize, to_text
 
 if TYPE_CHECKING:
@@ -78,11 +78,11 @@ def log(core: Core, task_id: str, limit: int | None = None, *, before: int | Non
     if auto is not None and type(auto) is not bool:
         raise InvalidArgumentError("auto", auto, "must be None or a bool")
     meta = meta_filters(core.codec, metadata)
-    if limit == 0:
-        return []
     with core.session() as journal, journal.read():
         found = journal.stream_and_head(task_id)
         if found is None:
+            raise StreamNotFoundError(task_id)
+        if limit == 0:
             return []
         row, head = found
         rows = journal.log_rows(core.segments(journal, row, head), before=before, limit=limit, name=name,
@@ -133,7 +133,9 @@ def history(core: Core, task_id: str, path: Any, *, since: int | None = None, un
     codec = core.codec
     with core.session() as journal, journal.read():
         found = journal.stream_and_head(task_id)
-        if found is None or limit == 0:
+        if found is None:
+            raise StreamNotFoundError(task_id)
+        if limit == 0:
             return []
         row, head = found
         until = head if until is None else min(until, head)
@@ -147,6 +149,17 @@ def history(core: Core, task_id: str, path: Any, *, since: int | None = None, un
             where = from_text(r.path)
             if len(where) < depth:
                 replaced[i] = _ancestor_change(journal, codec, segments, parts, where, r)
+        created = [(row, descend(item, parts[k + 1:])) for k, key in enumerate(parts) if type(key) is int and k
+                   for row, item in _creations(journal, codec, segments, parts[:k], key, since or 0, until)]
+        created = [(row, value) for row, value in created if value is not MISSING]
+        if created:  # appends and extends that created an item on the path: merge, newest first
+            for row, value in created:
+                replaced[len(rows)] = (row.op, value)
+                rows.append(row)
+            order = sorted(range(len(rows)), key=lambda i: (rows[i].version, rows[i].seq), reverse=True)
+            if limit is not None:
+                order = order[:limit]
+            rows, replaced = [rows[i] for i in order], {n: replaced[i] for n, i in enumerate(order) if i in replaced}
     values = codec.decode_many([r.value if r.value is not None and i not in replaced else "null" for i, r in enumerate(rows)])
     with quiet_gc():
         out = [HistoryEntry(names[r.stream_id], r.version, r.seq, r.op, from_text(r.path), None if r.op == DELETE else value,
@@ -156,6 +169,76 @@ def history(core: Core, task_id: str, path: Any, *, since: int | None = None, un
         out = [e if i not in replaced else e._replace(op=replaced[i][0], value=replaced[i][1])
                for i, e in enumerate(out) if replaced.get(i, True) is not None]
     return out
+
+
+def _creations(journal: Journal, codec: Codec, segments: list[Segment], parent: Path, index: int, since: int,
+               until: int) -> list[tuple[HistoryRow, Any]]:
+    """The appends and extends (in versions since..until) that created item `index` of the list at
+    `parent`, each with the item's value.
+
+    Appends record no index, so the list's length is followed from the start of the lineage: every event
+    that changes it other than by appending (a set, delete, truncate or extend of the list, a delete of
+    one of its items, a replacement of an ancestor) is read from events_reshaping or the path index, and
+    the appends between two of them are counted in the path index in one statement, never read: the one
+    creating the item is the (index - length)-th after the last of them. Cost: O(such events + results),
+    not O(appends)."""
+    text, depth = to_text(parent), len(parent)
+    resets = [(r, None) for r in journal.list_resets(segments, text, until)
+              if r[3] != DELETE or r[4] == text or _is_item(r[4], depth)]
+    for m in range(1, depth):  # ancestors that replaced or reshaped the list's container
+        ancestor = to_text(parent[:m])
+        if type(parent[m]) is int:  # under a list item, which shifts: read the length where that happens
+            resets += [(r, _RECOUNT) for r in journal.list_resets(segments, ancestor, until)]
+        else:
+            resets += [(r[:6], _RECOUNT if r[6] and r[5] is None else None)
+                       for r in journal.replacements(segments, ancestor, to_text(parent[m:]), until)]
+    resets.sort(key=lambda t: (t[0][1], t[0][2]))
+    spans, cursor = [], (0, -1)  # where appends may lie: between one reset and the next
+    for reset, how in resets:
+        spans.append((cursor, (reset[1], reset[2])))
+        cursor = (reset[1], 1 << 62) if how is _RECOUNT else (reset[1], reset[2])
+    spans.append((cursor, (until + 1, -1)))
+    counts = journal.counts_between(segments, text, spans)
+    out: list[tuple[HistoryRow, Any]] = []
+    length = 0
+    for span, count, (reset, how) in zip(spans, counts, resets + [(None, None)]):
+        if length <= index < length + count:  # these appends added items length, length + 1, ...
+            hit = journal.nth_between(segments, text, *span, index - length)
+            if hit is not None and hit[3] == APPEND and since <= hit[1] <= until:
+                out.append((_row(journal, segments, hit, text), codec.decode(hit[4])))
+        length += count
+        if reset is None:
+            break
+        op, n = reset[3], reset[5]
+        if how is _RECOUNT:
+            length = list_length(journal, codec, segments, parent, reset[1]) or 0
+        elif op == EXTEND:
+            if length <= index < length + n and since <= reset[1] <= until:
+                value = journal.event_at(StreamKey(segments[0].tree_id, reset[0]), reset[1], reset[2])[2]
+                out.append((_row(journal, segments, (*reset[:4], value), text), codec.decode(value)[index - length]))
+            length += n
+        elif op == TRUNCATE:
+            length = min(length, n)
+        elif op == DELETE:
+            length = 0 if reset[4] == text else max(length - 1, 0)
+        else:  # set (a list; an ancestor's set: the list inside it, None when there is none)
+            length = n or 0
+    return out
+
+
+def _is_item(path: str, depth: int) -> bool:
+    """Whether a stored path names an item of the list `depth` parts deep (a delete there shifts it)."""
+    parts = from_text(path)
+    return len(parts) == depth + 1 and type(parts[-1]) is int
+
+
+_RECOUNT: Any = object()
+
+
+def _row(journal: Journal, segments: list[Segment], event: tuple[Any, ...], path: str) -> HistoryRow:
+    """A history row for one event (stream_id, version, seq, op, value) at `path`."""
+    created_at = journal.version_row(StreamKey(segments[0].tree_id, event[0]), event[1]).created_at
+    return HistoryRow(event[0], event[1], event[2], event[3], path, event[4], created_at)
 
 
 def _ancestor_change(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, where: Path,

@@ -16,7 +16,11 @@ snapshot manifests name earlier snapshots and creation events as the bases of sh
   is moved to where its event now lives, and a key whose base is gone is rebased on a snapshot that now
   holds it or written in full into the snapshot.
 - A version a fork branches at is never removed by prune/expire (it is kept and reported in
-  `kept_for_forks`); `remove()` refuses it, and refuses the head.
+  `kept_for_forks`); `remove()` refuses it.
+- prune/expire never remove the head. `remove()` of the head deletes it and everything that belongs to
+  it: the head moves back to the version before, and the stream records the removed number
+  (streams.removed_head) so that the next version is numbered above it: a version number never names
+  two different states (a caller may hold it as a checkpoint id).
 - The checksum chain is recomputed from the first rewritten version on (each kept version chains from
   the previous kept one), in this stream and in the forks below it.
 - Everything happens in one write transaction that also bumps the history generation, so every other
@@ -34,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 
 from .checkpoint import format_time, utc_now
-from .errors import InvalidArgumentError, VersionInUseError, VersionNotFoundError
+from .errors import InvalidArgumentError, StreamNotFoundError, VersionInUseError, VersionNotFoundError
 from .integrity import ROOT, version_checksum
 from .journal import Journal, Segment, StreamRow, VersionRow, segments_for
 from .materialize import materialize
@@ -94,8 +98,9 @@ def expire(core: Core, task_id: str, older_than: dt.timedelta | dt.datetime, *, 
 
 
 def remove(core: Core, task_id: str, version: int) -> Pruned:
-    """Remove one version of this stream; every other version stays restorable. The head and versions
-    that forks branch from cannot be removed (VersionInUseError)."""
+    """Remove one version of this stream; every other version stays restorable. Removing the head moves
+    the head back to the version before it; its number is not reused. A version that forks branch from
+    cannot be removed (VersionInUseError)."""
     if type(version) is not int:
         raise InvalidArgumentError("version", version, "must be an int")
 
@@ -137,11 +142,11 @@ def _remove(core: Core, task_id: str, choose: Callable[[list[VersionRow], list[i
         with journal.write():
             found = journal.stream_and_head(task_id)
             if found is None:
-                return Pruned()
+                raise StreamNotFoundError(task_id)
             journal.lock_tree(found[0].tree_id)  # PostgreSQL: the tree's writers wait for this rewrite
             found = journal.stream_and_head(task_id)  # read again: a commit may have landed before the lock
             if found is None:
-                return Pruned()
+                raise StreamNotFoundError(task_id)
             row, head = found
             chain = core.lineage(journal, row)
             lo = (row.fork_version or 0) + 1
@@ -152,16 +157,18 @@ def _remove(core: Core, task_id: str, choose: Callable[[list[VersionRow], list[i
             anchors = {limit for _, limit in forks if limit >= lo}
             if strict:
                 (version,) = wanted
-                if version == head:
-                    raise VersionInUseError(task_id, version, "it is the head (the stream's current state)")
                 if version in anchors:
                     names = [d.name for d, limit in forks if limit == version]
                     raise VersionInUseError(task_id, version, f"forks {names!r} branch from it")
-            doomed = wanted - anchors - {head}
+            doomed = wanted - anchors - ({head} if not strict else set())
             kept_for_forks = tuple(sorted(wanted & anchors))
             if not doomed:
                 return Pruned((), kept_for_forks)
-            _Rewrite(core, journal, row, chain, own, doomed, forks).run()
+            if doomed == {head}:  # nothing later replays its events: it goes, with what belongs to it
+                journal.remove_versions(row, [head])
+                journal.set_removed_head(row, head)
+            else:
+                _Rewrite(core, journal, row, chain, own, doomed, forks).run()
             journal.bump_generation(row.tree_id)
         core.forget_all()
         journal.reclaim()

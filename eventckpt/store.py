@@ -32,6 +32,7 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     cache_size: int = 64,
     vfs: str | None = None,
     pool_size: int = 10,
+    create: bool = True,
 ) -> Store:
     """Open (or create) the eventckpt store at `path`: a file (or ":memory:"), the embedded default; or,
     to share one store between many processes and hosts, a PostgreSQL database: a `postgresql://` URL,
@@ -49,6 +50,8 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
         tests simulate power loss, a full disk or a read-only file.
     pool_size: PostgreSQL: the most connections eventckpt's own pool opens for a URL (one per thread
         working at once).
+    create: False opens only an existing store: a missing or empty file (a database without the
+        eventckpt schema) raises StoreNotFoundError and is left as it was. `readonly=True` never creates.
 
     On PostgreSQL, `durability="full"` forces synchronous_commit=on (the server's default), `timeout` also
     bounds the wait for a pooled connection, and `readonly` makes every transaction read-only.
@@ -79,7 +82,7 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
         raise InvalidArgumentError("cache_size", cache_size, "must be a positive int")
     if vfs is not None and type(vfs) is not str:
         raise InvalidArgumentError("vfs", vfs, "must be None or the name of a registered SQLite VFS")
-    for flag, value in (("readonly", readonly), ("allow_nan", allow_nan)):
+    for flag, value in (("readonly", readonly), ("allow_nan", allow_nan), ("create", create)):
         if type(value) is not bool:
             raise InvalidArgumentError(flag, value, "must be a bool")
     if type(pool_size) is not int or pool_size < 1:
@@ -87,7 +90,8 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     if isinstance(types, (str, bytes)) or not isinstance(types, Iterable):
         raise InvalidArgumentError("types", types, "must be an iterable of enum, dataclass or attrs classes")
     codec = Codec(types, allow_nan=allow_nan)
-    backend = connect(text, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs, pool_size=pool_size)
+    backend = connect(text, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs, pool_size=pool_size,
+                      create=create)
     return Store(Core(backend, codec, snapshots or SnapshotPolicy(), cache_size))
 
 
@@ -176,13 +180,27 @@ class Store:
         return verify(self.core, progress)
 
     def stats(self) -> dict[str, int]:
-        """Streams, forks, versions, events, event and snapshot bytes, and the file's bytes (reads every
-        row: O(store))."""
+        """Streams, forks, versions, events, event and snapshot bytes, the database's bytes, the store
+        file's bytes on disk and, apart, its write-ahead log's (`wal_bytes`: commits not yet copied into
+        the file; SQLite reuses it, so it says nothing about the data). On PostgreSQL, `file_bytes` is the
+        tables' size (pg_total_relation_size) and `wal_bytes` 0. Reads every row: O(store)."""
         with self.core.session() as journal, journal.read():
             out = journal.totals()
-        out["file_bytes"] = sum(os.path.getsize(self.path + s) for s in ("", "-wal") if os.path.exists(self.path + s)) \
-            if self.core.backend.kind == "sqlite" and self.path != ":memory:" else out["database_bytes"]
+        local = self.core.backend.kind == "sqlite" and self.path != ":memory:"
+        out["file_bytes"] = os.path.getsize(self.path) if local else out["database_bytes"]
+        wal = self.path + "-wal"
+        out["wal_bytes"] = os.path.getsize(wal) if local and os.path.exists(wal) else 0
         return out
+
+    def sql(self, query: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run a read-only SQL query on the store (its tables and views: checkpoints, changes,
+        path_history, lineage, stream_heads) and return its column names and rows. A statement that would
+        write or change the connection is refused with ReadOnlyStoreError before it runs (SQLite: an
+        authorizer; PostgreSQL: a READ ONLY transaction)."""
+        if type(query) is not str or not encodable(query):
+            raise InvalidArgumentError("query", query, "must be a str of SQL")
+        with self.core.session() as journal:
+            return journal.query(query)
 
     def export(self, task_id: str, *, forks: bool = False) -> Iterator[bytes]:
         """The stream's whole lineage as JSON Lines (one line per stream and per version; see
@@ -205,14 +223,14 @@ def copy(source: Any, target: Any, *, progress: Callable[[int, int], None] | Non
     of the transfer. Returns the streams and versions copied."""
     opened: list[Store] = []
 
-    def store_of(x: Any) -> Store:
+    def store_of(x: Any, create: bool) -> Store:
         if isinstance(x, Store):
             return x
-        opened.append(open(x))
+        opened.append(open(x, create=create))
         return opened[-1]
 
     try:
-        return transfer.copy(store_of(source), store_of(target), progress)
+        return transfer.copy(store_of(source, False), store_of(target, True), progress)
     finally:
         for store in opened:
             store.close()

@@ -11,9 +11,9 @@ import orjson
 
 from . import diffing, ops, query, retention
 from .checkpoint import Checkpoint, ForkOrigin, format_time, utc_now
-from .checks import check_options, check_task_id, check_usage, check_version
+from .checks import added, check_added, check_new_name, check_options, check_task_id, check_usage, check_version
 from .commit import commit
-from .errors import InvalidArgumentError, SerializationError, StreamNotFoundError, VersionNotFoundError
+from .errors import EventCkptError, InvalidArgumentError, SerializationError, StreamNotFoundError, VersionNotFoundError
 from .journal import Journal, StreamKey, StreamRow, VersionRow
 from .mixin import Migrations
 from .mixin import restore as restore_object
@@ -38,42 +38,51 @@ class CheckpointStore:
         self.task_id = check_task_id(task_id)
 
     def __repr__(self) -> str:
-        return f"CheckpointStore(task_id={self.task_id!r}, checkpoints={len(self)})"
+        try:
+            count = len(self)
+        except EventCkptError:  # a repr describes, it does not fail (a stream not created yet, a closed store)
+            count = 0
+        return f"CheckpointStore(task_id={self.task_id!r}, checkpoints={count})"
 
     def __len__(self) -> int:
+        """The number of versions of the lineage (StreamNotFoundError when the stream does not exist)."""
         with self.core.session() as journal:
-            found = journal.stream_and_head(self.task_id)
-            if found is None:
-                return 0
-            row, head = found
+            row, head = self._found(journal)
             return journal.count_versions(self.core.segments(journal, row, head))
+
+    def _found(self, journal: Journal) -> tuple[StreamRow, int]:
+        """The stream's row and head version; StreamNotFoundError when it does not exist."""
+        found = journal.stream_and_head(self.task_id)
+        if found is None:
+            raise StreamNotFoundError(self.task_id)
+        return found
 
     # -- reading ----------------------------------------------------------------------------------
 
     @property
     def version(self) -> int:
-        """The head version (0 when the stream has no versions)."""
+        """The head version: 0 when the stream has no versions, and also when it does not exist yet (what
+        its first save builds on, so `save(..., expected_version=stream.version)` works from the start)."""
         with self.core.session() as journal:
             found = journal.stream_and_head(self.task_id)
             return found[1] if found else 0
 
     @property
     def latest(self) -> Checkpoint | None:
-        """The head checkpoint, or None when the stream is empty."""
+        """The head checkpoint, or None when the stream has no versions (a fork at 0, or every version
+        removed); StreamNotFoundError when it does not exist."""
         with self.core.session() as journal:
-            found = journal.stream_and_head(self.task_id)
-            if found is None or found[1] == 0:
-                return None
-            return self._checkpoint_at(journal, found[0], found[1], None)
+            row, head = self._found(journal)
+            return self._checkpoint_at(journal, row, head, None) if head else None
 
     @property
     def parent(self) -> ForkOrigin | None:
         """Where this stream forked from (None for a stream that is not a fork)."""
         with self.core.session() as journal:
-            row = journal.stream(self.task_id)
-            return self.core.origin(journal, row) if row else None
+            return self.core.origin(journal, self._found(journal)[0])
 
     def exists(self) -> bool:
+        """Whether the stream exists (the one question a missing stream answers without an error)."""
         with self.core.session() as journal:
             return journal.stream(self.task_id) is not None
 
@@ -81,19 +90,19 @@ class CheckpointStore:
         """The checkpoint at `version` (1-based); VersionNotFoundError when there is none."""
         check_version("version", version)
         with self.core.session() as journal:
-            found = journal.stream_and_head(self.task_id)
-            head = found[1] if found else 0
-            if found is None or not 1 <= version <= head:
+            row, head = self._found(journal)
+            if not 1 <= version <= head:
                 raise VersionNotFoundError(self.task_id, version, head)
-            return self._checkpoint_at(journal, found[0], version, as_type)
+            return self._checkpoint_at(journal, row, version, as_type)
 
     def find(self, checkpoint_id: str, *, as_type: Any = None) -> Checkpoint | None:
-        """The checkpoint saved with `checkpoint_id` anywhere in this stream's tree, or None."""
+        """The checkpoint saved with `checkpoint_id` anywhere in this stream's tree, or None when no
+        version has that id."""
         if type(checkpoint_id) is not str or not encodable(checkpoint_id):
             raise InvalidArgumentError("checkpoint_id", checkpoint_id, "must be a str (valid UTF-8)")
         with self.core.session() as journal:
-            row = journal.stream(self.task_id)
-            hit = journal.find_checkpoint_id(row.tree_id, checkpoint_id) if row else None
+            row = self._found(journal)[0]
+            hit = journal.find_checkpoint_id(row.tree_id, checkpoint_id)
             if hit is None:
                 return None
             owner = next(r for r in journal.lineage(StreamKey(row.tree_id, hit[0])) if r.id == hit[0])
@@ -102,25 +111,22 @@ class CheckpointStore:
     def list_versions(self) -> list[int]:
         """Every version of the lineage that still exists, oldest first."""
         with self.core.session() as journal:
-            found = journal.stream_and_head(self.task_id)
-            if found is None:
-                return []
-            return journal.version_numbers(self.core.segments(journal, found[0], found[1]))
+            row, head = self._found(journal)
+            return journal.version_numbers(self.core.segments(journal, row, head))
 
     def state(self, version: int | None = None, *, as_type: Any = None) -> Any:
-        """The state at `version` (head when None; {} at version 0), as a fresh dict or `as_type`."""
+        """The state at `version` (head when None), as a fresh dict or `as_type`. Like get(): version 0
+        names no checkpoint, and a stream without versions has no state (VersionNotFoundError)."""
         core = self.core
         with core.session() as journal:
-            found = journal.stream_and_head(self.task_id)
-            head = found[1] if found else 0
+            row, head = self._found(journal)
             if version is None:
                 version = head
             check_version("version", version)
-            if not 0 <= version <= head:
+            if not 1 <= version <= head:
                 raise VersionNotFoundError(self.task_id, version, head)
-            if version:
-                core.version_row(journal, found[0], version)
-            state = core.state_at(journal, found[0], version) if version else {}
+            core.version_row(journal, row, version)
+            state = core.state_at(journal, row, version)
         return core.codec.structure(state, as_type) if as_type is not None else state
 
     def _checkpoint_at(self, journal: Journal, row: StreamRow, version: int, as_type: Any) -> Checkpoint:
@@ -158,18 +164,33 @@ class CheckpointStore:
         expected_version: int | None = None,
         checkpoint_id: str | None = None,
         tool_calls: Iterable[ToolCall] | None = None,
+        add_usage: Mapping[str, int | float] | None = None,
     ) -> Checkpoint:
         """Commit `values` as the next version. Only the differences from the head are stored: unchanged
         keys cost nothing, and a list that grew at its end costs one append. `values` is a mapping, a
-        dataclass/attrs instance or a Checkpointable; `tool_calls` are recorded in the same version."""
+        dataclass/attrs instance or a Checkpointable; `tool_calls` are recorded in the same version.
+
+        Token usage is cumulative. `token_usage` gives this version's totals (every counter: those not
+        named are dropped); `add_usage` adds to the previous version's instead, as a transaction's
+        `add_usage()` does. Neither: the previous version's counters are kept."""
         state = state_dict(values)
         usage = check_usage(token_usage)
+        if add_usage is not None:
+            if usage is not None:
+                raise InvalidArgumentError("add_usage", add_usage, "give the totals (token_usage) or what to add"
+                                           " (add_usage), not both")
+            amounts = check_added(add_usage)
         tool_rows = encode_calls(self.core.codec, tool_calls)
 
         def events(head: dict[str, Any]) -> list[ops.Event]:
             return ops.diff(head, state)
 
-        return commit(self.core, self.task_id, events, False, lambda prev: usage if usage is not None else prev,
+        def usage_of(prev: dict[str, int | float]) -> dict[str, int | float]:
+            if usage is not None:
+                return usage
+            return added(prev, amounts) if add_usage is not None else prev
+
+        return commit(self.core, self.task_id, events, False, usage_of,
                       metadata=metadata, name=name, auto=auto, expected_version=expected_version,
                       checkpoint_id=checkpoint_id, tool_rows=tool_rows)
 
@@ -190,7 +211,8 @@ class CheckpointStore:
 
     def rollback(self, to: int, *, metadata: Mapping[str, Any] | None = None, name: str | None = None,
                  expected_version: int | None = None) -> Checkpoint:
-        """Append a new version whose state equals version `to`. History is kept: nothing is deleted.
+        """Append a new version whose state equals version `to` (a version that exists: 1 or more).
+        History is kept: nothing is deleted.
 
         Token usage is not rolled back (it counts what was spent); metadata records `rollback_to`.
         """
@@ -207,13 +229,10 @@ class CheckpointStore:
         `at=0` shares no versions: a new, empty lineage in the same stream tree (so checkpoint ids stay
         unique across both)."""
         if task_id is not None:
-            check_task_id(task_id)
+            check_new_name(task_id)
         core = self.core
         with core.session() as journal, journal.write():
-            found = journal.stream_and_head(self.task_id)
-            if found is None:
-                raise StreamNotFoundError(self.task_id)
-            row, head = found
+            row, head = self._found(journal)
             at = head if at is None else check_version("at", at)
             if not 0 <= at <= head:
                 raise VersionNotFoundError(self.task_id, at, head)
@@ -271,11 +290,9 @@ class CheckpointStore:
     def load_into(self, obj: Any, version: int | None = None, *, migrations: Migrations | None = None) -> Checkpoint:
         """Restore `obj` (a Checkpointable, or a mutable mapping) in place from `version` (head when None),
         migrating older object state first; returns the checkpoint it was restored from."""
-        version = self.version if version is None else check_version("version", version)
-        if version == 0:
-            raise VersionNotFoundError(self.task_id, 0, 0)
-        restore_object(obj, self.state(version), migrations)
-        return self.get(version)
+        cp = self.get(self.version if version is None else check_version("version", version))
+        restore_object(obj, self.state(cp.version), migrations)
+        return cp
 
     def rollback_on_error(self, obj: Any, *, name: str | None = None, metadata: Mapping[str, Any] | None = None,
                           migrations: Migrations | None = None) -> AbstractContextManager[Checkpoint]:
@@ -303,10 +320,7 @@ class CheckpointStore:
             if value is not None and (type(value) is not int or value < 0):
                 raise InvalidArgumentError(label, value, "must be a non-negative int")
         with self.core.session() as journal:
-            found = journal.stream_and_head(self.task_id)
-            if found is None:
-                return []
-            row, head = found
+            row, head = self._found(journal)
             if version is not None:
                 since, upto = version - 1, version
             upto = head if upto is None else min(upto, head)

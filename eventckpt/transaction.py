@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .checks import check_number
+from .checks import check_added, check_number
 from .commit import Recorded, commit_recorded
 from .errors import InvalidArgumentError
 from .ops import APPEND, DELETE, EXTEND, INCR, SET, TRUNCATE
@@ -76,12 +76,10 @@ class Transaction:
             raise InvalidArgumentError("length", length, "must be a non-negative int within 64 bits")
         return self._record(TRUNCATE, path, length, encode=False)
 
-    def usage(self, **counters: int | float) -> Transaction:
-        """Add to the token-usage counters (cumulative: they start from the previous version's)."""
-        for key, n in counters.items():
-            if not encodable(key):
-                raise InvalidArgumentError("usage", key, "counter names must be valid UTF-8")
-            check_number(key, n)
+    def add_usage(self, **counters: int | float) -> Transaction:
+        """Add to the token-usage counters: this version's counters are the previous version's plus these
+        (what `save(add_usage=...)` does; `save(token_usage=...)` sets the totals instead)."""
+        for key, n in check_added(counters).items():
             self._usage[key] = self._usage.get(key, 0) + n
         return self
 

@@ -2,13 +2,18 @@
 
 One JSON object per line:
 
-    {"eventckpt": "export", "format": 1}
+    {"eventckpt": "export", "format": 2}
     {"stream": "task-1", "parent": null, "fork_version": null, "created_at": "..."}
     {"stream": "task-1", "version": 1, "created_at": "...", "name": null, "auto": false,
      "metadata": {...} | null, "usage": {...} | null, "checkpoint_id": null,
      "events": [["set", "$.step", 1], ["append", "$.messages", {...}], ...], "checksum": "...",
      "tool_calls": [[call_id, name, arguments, result, error, undoes], ...]}   (only when there are any)
     ...
+    {"eventckpt": "end", "streams": 1, "versions": 12, "events": 40}
+
+The last line says where the export ends and what it holds: an import refuses a file without it (cut
+short at a line boundary) or whose counts differ. Format 1 (before the end line existed) is refused with
+a message saying so: a cut-short format 1 file cannot be told from a whole one.
 
 A stream is exported with its whole lineage as its own versions (a fork's shared versions are copied
 from its ancestors), so the export stands alone; with forks, every fork below it follows as a stream
@@ -33,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .checkpoint import parse_time
-from .checks import check_usage
+from .checks import check_new_name, check_usage
 from .commit import commit
 from .errors import InvalidArgumentError, StreamExistsError, StreamNotFoundError
 from .journal import Segment, StreamRow
@@ -43,7 +48,7 @@ from .paths import from_text
 if TYPE_CHECKING:
     from .store import Store
 
-FORMAT = 1
+FORMAT = 2
 _BATCH = 1000
 
 
@@ -59,11 +64,14 @@ def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes
         if forks:
             todo += [(r, journal.stream_and_head(r.name)[1], r) for r in core.subtree(journal, row)[1:]]
         todo.sort(key=lambda t: t[0].id)  # a parent before its forks
+        removed = {r.id: journal.removed_head(r) or None for r, _, _ in todo}
     yield orjson.dumps({"eventckpt": "export", "format": FORMAT}) + b"\n"
+    counts = {"versions": 0, "events": 0}
     for stream, upto, fork in todo:
         yield orjson.dumps({"stream": stream.name, "parent": _parent_name(store, fork), "fork_version": fork and fork.fork_version,
-                            "created_at": stream.created_at}) + b"\n"
-        yield from _versions(store, stream, upto, (fork.fork_version or 0) if fork else 0)
+                            "created_at": stream.created_at, "removed_head": removed[stream.id]}) + b"\n"
+        yield from _versions(store, stream, upto, (fork.fork_version or 0) if fork else 0, counts)
+    yield orjson.dumps({"eventckpt": "end", "streams": len(todo), **counts}) + b"\n"
 
 
 def _parent_name(store: Store, fork: StreamRow | None) -> str | None:
@@ -73,7 +81,7 @@ def _parent_name(store: Store, fork: StreamRow | None) -> str | None:
         return store.core.lineage(journal, fork)[-2].name
 
 
-def _versions(store: Store, row: StreamRow, upto: int, after: int) -> Iterator[bytes]:
+def _versions(store: Store, row: StreamRow, upto: int, after: int, counts: dict[str, int]) -> Iterator[bytes]:
     for lo in range(after + 1, upto + 1, _BATCH):
         hi = min(upto, lo + _BATCH - 1)
         with store.core.session() as journal, journal.read():
@@ -96,6 +104,8 @@ def _versions(store: Store, row: StreamRow, upto: int, after: int) -> Iterator[b
             "checkpoint_id": ids.get(v.version), "events": events.get(v.version, []), "checksum": v.checksum.hex(),
             **({"tool_calls": calls[v.version]} if v.version in calls else {}),
         }) + b"\n" for v in vrows]
+        counts["versions"] += len(vrows)
+        counts["events"] += sum(map(len, events.values()))
         yield from lines
 
 
@@ -111,7 +121,9 @@ def import_lines(store: Store, lines: Iterable[bytes | str], progress: Callable[
 
 
 def _import(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None, created: dict[str, int]) -> None:
-    header = True
+    header, end = True, None
+    seen = {"streams": 0, "versions": 0, "events": 0}
+    number = 0
     for number, line in enumerate(lines, 1):
         if progress:
             progress(len(line))
@@ -123,14 +135,37 @@ def _import(store: Store, lines: Iterable[bytes | str], progress: Callable[[int]
             raise InvalidArgumentError("line", number, f"is not JSON ({exc})") from None
         if type(record) is not dict:
             raise InvalidArgumentError("line", number, "is not a JSON object")
+        if end is not None:
+            raise InvalidArgumentError("line", number, f"comes after the export's end line (line {end})")
         if header:
-            if record.get("eventckpt") != "export" or record.get("format") != FORMAT:
-                raise InvalidArgumentError("line", number, f"the first line must be the export header of format {FORMAT}")
+            _check_header(record, number)
             header = False
+        elif record.get("eventckpt") == "end":
+            expected = {key: record.get(key) for key in seen}
+            if expected != seen:
+                raise InvalidArgumentError("line", number, f"the end line says the export holds {expected}, but it holds {seen}")
+            end = number
         elif "version" in record:
-            _import_version(store, record, number, created)
+            seen["events"] += _import_version(store, record, number, created)
+            seen["versions"] += 1
         else:
             _import_stream(store, record, number, created)
+            seen["streams"] += 1
+    if header:
+        raise InvalidArgumentError("export", "empty", "there is nothing to import: not even the export's first line")
+    if end is None:
+        raise InvalidArgumentError("export", f"{number} lines", "ends without its end line: the export was cut short"
+                                   " (or is not whole); nothing was imported")
+
+
+def _check_header(record: dict[str, Any], number: int) -> None:
+    if record.get("eventckpt") != "export" or type(record.get("format")) is not int:
+        raise InvalidArgumentError("line", number, f"the first line must be the export header of format {FORMAT}")
+    if record["format"] == 1:
+        raise InvalidArgumentError("export", "format 1", "format 1 exports (from eventckpt before the end line"
+                                   " existed) cannot be checked for being whole: export the stream again with this version")
+    if record["format"] != FORMAT:
+        raise InvalidArgumentError("export", f"format {record['format']}", f"this eventckpt reads export format {FORMAT}")
 
 
 def _field(record: dict[str, Any], name: str, types: tuple[type, ...], number: int) -> Any:
@@ -140,24 +175,49 @@ def _field(record: dict[str, Any], name: str, types: tuple[type, ...], number: i
     return value
 
 
+def _time(record: dict[str, Any], number: int) -> str:
+    created_at = _field(record, "created_at", (str,), number)
+    try:
+        parse_time(created_at)
+    except ValueError:
+        raise InvalidArgumentError("line", number, f"created_at {created_at!r} is not an ISO-8601 time") from None
+    return created_at
+
+
 def _import_stream(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> None:
     name = _field(record, "stream", (str,), number)
     parent = _field(record, "parent", (str, type(None)), number)
+    created_at = _time(record, number)
+    removed = _field(record, "removed_head", (int, type(None)), number)
+    if removed is not None and removed < 1:
+        raise InvalidArgumentError("line", number, f"removed_head {removed} is not a version number")
     if store.stream(name).exists():
         raise StreamExistsError(name)
     if name in created:
         raise InvalidArgumentError("line", number, f"stream {name!r} comes twice")
+    with store.core.session() as journal:  # the import's batch: one transaction
+        row = _create(journal, store, name, parent, record, number, created, created_at)
+        if removed is not None:  # before its versions: the next version after the import is numbered above it
+            journal.set_removed_head(row, removed)
+
+
+def _create(journal: Any, store: Store, name: str, parent: str | None, record: dict[str, Any], number: int,
+            created: dict[str, int], created_at: str) -> StreamRow:
     if parent is None:
-        created[name] = 0  # a root stream is created by its first version
-        return
-    if parent not in created:
+        row = journal.create_stream(check_new_name(name), created_at)
+        created[name] = 0
+    elif parent not in created:
         raise InvalidArgumentError("line", number, f"stream {name!r} forks from {parent!r}, which this import has not created")
-    at = _field(record, "fork_version", (int,), number)
-    store.stream(parent).fork(at=at, task_id=name)
-    created[name] = at
+    else:
+        at = _field(record, "fork_version", (int,), number)
+        store.stream(parent).fork(at=at, task_id=name)
+        row = journal.stream(name)
+        created[name] = at
+    return row
 
 
-def _import_version(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> None:
+def _import_version(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> int:
+    """Import one version line; returns its number of events."""
     name = _field(record, "stream", (str,), number)
     if name not in created:
         raise InvalidArgumentError("line", number, f"a version of {name!r} comes before its stream line")
@@ -185,11 +245,7 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
         tool_rows.append((call[0], call[1], orjson.dumps(call[2]).decode(),
                           orjson.dumps(call[3]).decode() if call[3] is not None else None, call[4], call[5]))
     usage = check_usage(_field(record, "usage", (dict, type(None)), number)) or {}
-    created_at = _field(record, "created_at", (str,), number)
-    try:
-        parse_time(created_at)
-    except ValueError:
-        raise InvalidArgumentError("line", number, f"created_at {created_at!r} is not an ISO-8601 time") from None
+    created_at = _time(record, number)
     commit(
         store.core, name, lambda head: recorded, True, lambda prev: usage,
         metadata=codec.decode(orjson.dumps(metadata)) if metadata is not None else None,
@@ -205,6 +261,7 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
         if vrow is None or vrow.checksum.hex() != checksum:
             raise InvalidArgumentError("line", number, f"version {version} of {name!r} does not match its checksum"
                                        " (a damaged export, or a version missing before it)")
+    return len(recorded)
 
 
 @dataclass(frozen=True)
@@ -230,7 +287,7 @@ def copy(source: Store, target: Store, progress: Callable[[int, int], None] | No
         if clash:
             raise InvalidArgumentError("target", target.path, f"already has the LangGraph thread {clash[0][0]!r}")
     roots = [r for r in rows if r.parent_id is None]
-    lines_total = total + len(rows) + len(roots)  # per tree: a header, a line per stream, one per version
+    lines_total = total + len(rows) + 2 * len(roots)  # per tree: a header, a line per stream and version, an end
     done = 0
 
     def counted(lines: Iterator[bytes]) -> Iterator[bytes]:
@@ -253,4 +310,4 @@ def copy(source: Store, target: Store, progress: Callable[[int, int], None] | No
             journal.langgraph_set_tree(thread_id, ns, root.tree_id)
             for checkpoint_id, task_id, task_path, text in writes[(thread_id, ns)]:
                 journal.langgraph_set_writes(thread_id, ns, checkpoint_id, task_id, task_path, text, replace=True)
-    return Copied(tuple(copied), done - len(rows) - len(roots))
+    return Copied(tuple(copied), done - len(rows) - 2 * len(roots))

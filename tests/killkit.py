@@ -195,7 +195,7 @@ def op_tx(w: Writer, task: eventckpt.CheckpointStore, version: int, model: wmode
         tx.set("step", version)
         for key, value in s.scratch.items():
             tx.set(("scratch", key), value)
-        tx.usage(input_tokens=120, output_tokens=40)
+        tx.add_usage(input_tokens=120, output_tokens=40)
 
 
 def op_save(w: Writer, task: eventckpt.CheckpointStore, version: int, model: wmodel.Version) -> None:

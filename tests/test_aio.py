@@ -91,14 +91,12 @@ def test_ids_are_stable_across_reopen_and_pruning(store_target: str) -> None:
 
 
 def test_delete_refusals(store_target: str) -> None:
-    """The newest checkpoint and a fork's branch point cannot be deleted alone; a forked session needs forks=True."""
+    """A fork's branch point cannot be deleted alone; a forked session needs forks=True."""
 
     async def main() -> None:
         async with aio.open(store_target) as store:
             for i in range(3):
                 await store.save("s", {"i": i})
-            with pytest.raises(eventckpt.VersionInUseError):
-                await store.delete("s", "3")
             await store.fork("s", at=2, new_session_id="b")
             with pytest.raises(eventckpt.VersionInUseError):
                 await store.delete("s", "2")
@@ -106,6 +104,27 @@ def test_delete_refusals(store_target: str) -> None:
                 await store.delete("s")
             assert await store.delete("s", forks=True) is True
             assert await store.sessions() == []
+
+    run(main())
+
+
+def test_deleting_the_newest_checkpoint(store_target: str) -> None:
+    """delete(session, id) of the newest checkpoint works as llmfy's: the one before becomes the latest, and
+    the deleted id never names another checkpoint (the next save gets a new number)."""
+
+    async def main() -> None:
+        async with aio.open(store_target) as store:
+            for i in range(3):
+                await store.save("s", {"i": i})
+            assert await store.delete("s", "3") is True
+            latest = await store.load("s")
+            assert latest.id == "2" and latest.values == {"i": 1}
+            assert [cp.id for cp in await store.list("s")] == ["2", "1"]
+            assert await store.load("s", "3") is None
+            assert (await store.save("s", {"i": "new"})).id == "4" and await store.load("s", "3") is None
+            await store.save("t", {"only": 1}, checkpoint_id="c1")
+            assert await store.delete("t", "c1") is True and await store.load("t") is None
+            assert await store.list("t") == [] and (await store.save("t", {"only": 2})).version == 2
 
     run(main())
 

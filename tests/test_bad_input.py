@@ -78,7 +78,7 @@ SURROGATE_CALLS = {
     "usage key": lambda store: store.stream("t").save({"a": 1}, {SURROGATE: 1}),
     "metadata key": lambda store: store.stream("t").save({"a": 1}, metadata={SURROGATE: 1}),
     "transaction path": lambda store: _tx(store, lambda tx: tx.set(("a", SURROGATE), 1)),
-    "transaction usage": lambda store: _tx(store, lambda tx: tx.usage(**{SURROGATE: 1})),
+    "transaction usage": lambda store: _tx(store, lambda tx: tx.add_usage(**{SURROGATE: 1})),
 }
 
 
@@ -113,8 +113,8 @@ def test_bad_file_paths_refused(tmp_path: Path, path: str, monkeypatch: pytest.M
 NUMBER_OVERFLOWS = {
     "usage int past 64 bits": lambda task: task.save({"a": 1}, {"tokens": 2**64}),
     "incr by int past 64 bits": lambda task: _commit(task, lambda tx: tx.incr("n", 2**70)),
-    "usage sum past 64 bits": lambda task: _commit(task, lambda tx: tx.usage(tokens=2**63 - 1)),
-    "usage sum to inf": lambda task: _commit(task, lambda tx: tx.usage(cost=1.5e308)),
+    "usage sum past 64 bits": lambda task: _commit(task, lambda tx: tx.add_usage(tokens=2**63 - 1)),
+    "usage sum to inf": lambda task: _commit(task, lambda tx: tx.add_usage(cost=1.5e308)),
     "incr to inf": lambda task: _commit(task, lambda tx: tx.incr("f", 1.5e308)),
 }
 
@@ -187,8 +187,9 @@ ARGUMENTS: dict[str, tuple[Any, Any]] = {
     "tx.extend(items)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.extend("l", v)), lambda v: type(v) in (list, tuple)),
     "tx.incr(n)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.incr("a", v)), lambda v: v in (0, 1, -1, 1.5) and type(v) is not bool),
     "tx.truncate(length)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.truncate("l", v)), lambda v: v in (0, 1) and type(v) is int),
-    "tx.usage(counter)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.usage(tokens=v)), lambda v: v in (0, 1, -1, 1.5) and type(v) is not bool),
-    "rollback(to)": (lambda s, v: s.stream("t").rollback(v), lambda v: v in (0, 1) and type(v) is int),
+    "tx.add_usage(counter)": (lambda s, v: _commit(s.stream("t"), lambda tx: tx.add_usage(tokens=v)), lambda v: v in (0, 1, 1.5) and type(v) is not bool),
+    "save(add_usage)": (lambda s, v: s.stream("t").save({"a": 1}, add_usage=v), _opt(lambda v: v in ({}, {"a": 1}))),
+    "rollback(to)": (lambda s, v: s.stream("t").rollback(v), lambda v: v == 1 and type(v) is int),
     "rollback(metadata)": (lambda s, v: s.stream("t").rollback(1, metadata=v), _opt(lambda v: v in ({}, {"a": 1}))),
     "rollback(name)": (lambda s, v: s.stream("t").rollback(1, name=v), _opt(lambda v: type(v) is str and "\ud800" not in v)),
     "rollback(expected_version)": (lambda s, v: s.stream("t").rollback(1, expected_version=v), _opt(lambda v: v == 1)),
@@ -221,6 +222,7 @@ OPEN_ARGUMENTS: dict[str, Any] = {
     "snapshots": lambda v: v is None,
     "timeout": lambda v: type(v) in (int, float) and 0 <= v < 86400,
     "readonly": lambda v: type(v) is bool,
+    "create": lambda v: type(v) is bool,
     "types": lambda v: type(v) in (list, tuple, dict) and not v,
     "allow_nan": lambda v: type(v) is bool,
     "cache_size": lambda v: type(v) is int and v >= 1,
@@ -355,19 +357,13 @@ VERSION_CALLS: dict[str, Any] = {
 @pytest.mark.parametrize("call", sorted(VERSION_CALLS))
 def test_negative_zero_and_future_versions(store: eventckpt.Store, store_target: str, call: str, version: int) -> None:
     """A version that does not exist (negative, future, beyond 64 bits) raises VersionNotFoundError,
-    ConflictError or InvalidArgumentError and writes nothing. Version 0 is the empty state: state(0) is
-    {}, rollback(0) appends an empty version and fork(at=0) starts an empty lineage in the same tree;
-    get(0) refuses it."""
+    ConflictError or InvalidArgumentError and writes nothing. Version 0 names no checkpoint: get, state
+    and rollback refuse it; only fork(at=0) takes it, to start an empty lineage in the same tree."""
     task = store.stream("t")
     task.save({"a": 1})
     task.save({"a": 2})
     before = journal_rows(store_target)
-    if version == 0 and call == "state":
-        assert task.state(0) == {}
-    elif version == 0 and call == "rollback to":
-        assert task.rollback(0).version == 3 and task.state() == {}
-        return
-    elif version == 0 and call == "fork at":
+    if version == 0 and call == "fork at":
         fork = task.fork(at=0)
         assert fork.version == 0 and fork.parent == eventckpt.ForkOrigin("t", 0)
         return

@@ -30,7 +30,7 @@ def history(store: eventckpt.Store) -> None:
             if i % 10 == 0:
                 tx.delete(("messages", 0))
                 tx.truncate("messages", 25)
-            tx.usage(input_tokens=100, output_tokens=7)
+            tx.add_usage(input_tokens=100, output_tokens=7)
     fork = main.fork(at=20, task_id="fork")
     fork.save({**fork.state(), "branch": True}, {"input_tokens": 1})
     fork.fork(at=10, task_id="deep").save({"deep": [1.5, None]})
@@ -55,7 +55,9 @@ def test_round_trip_with_forks(named: dict[str, str]) -> None:
     with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"], snapshots=SnapshotPolicy(min_tail_bytes=500)) as dst:
         history(src)
         lines = list(src.export("main", forks=True))
-        assert orjson.loads(lines[0]) == {"eventckpt": "export", "format": 1}
+        assert orjson.loads(lines[0]) == {"eventckpt": "export", "format": 2}
+        assert orjson.loads(lines[-1]) == {"eventckpt": "end", "streams": 3, "versions": len(lines) - 5,
+                                           "events": sum(len(orjson.loads(line).get("events") or ()) for line in lines[:-1])}
         assert dst.import_lines(b"".join(lines).splitlines(keepends=True)) == ["main", "fork", "deep"]
         same_streams(src, dst, ["main", "fork", "deep"])
         assert dst.stream("deep").parent == eventckpt.ForkOrigin("fork", 10)
@@ -215,3 +217,39 @@ def test_tool_calls_travel_with_their_versions(named: dict[str, str]) -> None:
         task.undo_tools(since_version=0, registry=tools)
         dst.import_lines(src.export("t"))
         assert dst.stream("t").tool_calls() == task.tool_calls() and len(task.tool_calls()) == 3
+
+
+def cut_exports(good: list[bytes]) -> dict[str, list[bytes]]:
+    end = orjson.loads(good[-1])
+    return {
+        "first 5 lines": good[:5],
+        "header only": good[:1],
+        "all but the end line": good[:-1],
+        "a version line missing": good[:4] + good[5:],
+        "a stream missing": [line for line in good if orjson.loads(line).get("stream") != "deep"],
+        "end line with other counts": good[:-1] + [orjson.dumps({**end, "versions": end["versions"] + 1}) + b"\n"],
+        "a line after the end": good + [good[3]],
+        "nothing": [],
+        "format 1": [orjson.dumps({"eventckpt": "export", "format": 1}) + b"\n"] + good[1:-1],
+    }
+
+
+@pytest.mark.parametrize("case", ["first 5 lines", "header only", "all but the end line", "a version line missing",
+                                  "a stream missing", "end line with other counts", "a line after the end", "nothing",
+                                  "format 1"])
+def test_an_export_that_is_not_whole_is_refused(tmp_path: Path, case: str) -> None:
+    """An export cut short (at a line boundary, so every line is valid JSON), missing lines, with an end
+    line whose counts differ, with lines after the end, or in format 1 (which has no end line) raises
+    InvalidArgumentError saying so, and nothing of it is kept."""
+    with eventckpt.open(tmp_path / "a.db") as src:
+        history(src)
+        good = b"".join(src.export("main", forks=True)).splitlines(keepends=True)
+    with eventckpt.open(tmp_path / "b.db") as dst:
+        with pytest.raises(eventckpt.InvalidArgumentError) as info:
+            dst.import_lines(cut_exports(good)[case])
+        assert dst.streams() == []
+    message = str(info.value)
+    expected = {"format 1": "format 1 exports", "a line after the end": "after the export's end line",
+                "end line with other counts": "the end line says", "a stream missing": "the end line says", "nothing": "nothing to import",
+                "a version line missing": "does not match its checksum"}.get(case, "cut short")
+    assert expected in message, message

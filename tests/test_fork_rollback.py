@@ -76,7 +76,9 @@ def test_fork_at_zero_is_a_new_lineage_in_the_same_tree(store: eventckpt.Store) 
     main = store.stream("main")
     main.save({"a": 1}, checkpoint_id="c1")
     fresh = main.fork(at=0, task_id="fresh")
-    assert fresh.version == 0 and fresh.state() == {} and fresh.parent == eventckpt.ForkOrigin("main", 0)
+    assert fresh.version == 0 and fresh.latest is None and fresh.parent == eventckpt.ForkOrigin("main", 0)
+    with pytest.raises(eventckpt.VersionNotFoundError):
+        fresh.state()  # no checkpoint yet
     fresh.save({"b": 2}, checkpoint_id="c2")
     assert fresh.state(1) == {"b": 2} and main.state() == {"a": 1}
     with pytest.raises(eventckpt.DuplicateCheckpointIdError):

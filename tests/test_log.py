@@ -20,7 +20,7 @@ def agent(store: eventckpt.Store, name: str = "task", steps: int = 12) -> eventc
                               metadata={"node": "tools" if tool else "agent", "step": i, "even": i % 2 == 0}) as tx:
             tx.append("messages", {"i": i})
             tx.set("step", i)
-            tx.usage(input_tokens=10)
+            tx.add_usage(input_tokens=10)
     return task
 
 
@@ -114,9 +114,10 @@ def test_reads_no_state(store: eventckpt.Store, store_target: str) -> None:
             entries[0].values  # noqa: B018 - reading the state is where damage shows
 
 
-def test_missing_stream_is_empty(store: eventckpt.Store) -> None:
-    """A stream that does not exist has an empty log."""
-    assert store.stream("nobody").log() == []
+def test_missing_stream_is_an_error(store: eventckpt.Store) -> None:
+    """The log of a stream that does not exist raises StreamNotFoundError (not an empty list)."""
+    with pytest.raises(eventckpt.StreamNotFoundError):
+        store.stream("nobody").log()
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -284,7 +284,7 @@ def test_unstorable_public_attribute_names_the_field(store: eventckpt.Store) -> 
 def test_load_into_a_dict_and_bad_targets(store: eventckpt.Store) -> None:
     """load_into fills a plain dict in place; other objects, and an empty stream, are refused."""
     stream = store.stream("plain")
-    with pytest.raises(eventckpt.VersionNotFoundError):
+    with pytest.raises(eventckpt.StreamNotFoundError):
         stream.load_into({})
     stream.save({"a": 1})
     target = {"stale": True}

@@ -76,6 +76,7 @@ CALLS: dict[str, Callable[[eventckpt.Store], Any]] = {
     "history dict": lambda s: s.stream("w").history("scratch", since=700),
     "history item": lambda s: s.stream("w").history(("messages", 5, "n")),
     "history fork": lambda s: s.stream("w-fork").history("step"),
+    "history appended item": lambda s: s.stream("w").history(("messages", 700, "n")),
     "diff short": lambda s: s.stream("w").diff(100, 110),
     "diff long": lambda s: s.stream("w").diff(50, 750),
     "diff backwards": lambda s: s.stream("w").diff(700, 90),

@@ -161,7 +161,7 @@ class StoreMachine(RuleBasedStateMachine):
                     tx.truncate(path, value)
                 else:
                     getattr(tx, op)(path, value)
-            tx.usage(output_tokens=1)
+            tx.add_usage(output_tokens=1)
         self.model[name].append(state)
 
     def _draw_op(self, state: dict[str, Any], data: st.DataObject) -> tuple[str, tuple[Any, ...], Any] | None:

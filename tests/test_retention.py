@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -104,14 +106,12 @@ def test_expire_by_age_and_by_time(store: eventckpt.Store) -> None:
 
 
 def test_remove_one_version(store: eventckpt.Store) -> None:
-    """remove(v) drops one version; its neighbours restore; the head cannot be removed."""
+    """remove(v) drops one version; its neighbours restore; a removed version cannot be removed again."""
     stream = store.stream("t")
     expected = agent_run(stream, 8)
     assert stream.remove(4).removed == (4,)
     assert stream.list_versions() == [1, 2, 3, 5, 6, 7, 8]
     assert_exact(stream, expected)
-    with pytest.raises(eventckpt.VersionInUseError, match="head"):
-        stream.remove(8)
     with pytest.raises(eventckpt.VersionNotFoundError):
         stream.remove(4)
 
@@ -223,4 +223,115 @@ def test_bad_arguments_change_nothing(store: eventckpt.Store, store_target: str)
         with pytest.raises(eventckpt.InvalidArgumentError):
             call()
     assert journal_rows(store_target) == before
-    assert store.stream("empty").prune(1).removed == ()
+    with pytest.raises(eventckpt.StreamNotFoundError):
+        store.stream("empty").prune(1)
+
+
+# -- removing the head ---------------------------------------------------------------------------------
+
+
+def test_removing_the_head_moves_it_back(store_target: str) -> None:
+    """remove(head) deletes the newest version: the head is the version before, with its exact state; the
+    next save is numbered above the removed one (a number never names two states), even after reopening;
+    the removed version's checkpoint id and tool calls go with it, and the file verifies."""
+    with eventckpt.open(store_target, snapshots=SnapshotPolicy.every_version()) as store:
+        stream = store.stream("t")
+        expected = agent_run(stream, 6)
+        stream.save({**expected[6], "step": 99}, checkpoint_id="seven")
+        assert stream.remove(7) == eventckpt.Pruned((7,), ())
+        assert stream.version == 6 and stream.latest.version == 6 and stream.state() == expected[6]
+        assert stream.find("seven") is None and stream.list_versions() == list(range(1, 7))
+        with pytest.raises(eventckpt.VersionNotFoundError):
+            stream.get(7)
+        assert stream.remove(6).removed == (6,) and stream.version == 5
+    with eventckpt.open(store_target) as store:
+        stream = store.stream("t")
+        cp = stream.save({"after": True}, expected_version=5)
+        assert cp.version == 8 and stream.list_versions() == [1, 2, 3, 4, 5, 8]
+        assert stream.state(5) == expected[5] and stream.state(8) == {"after": True}
+        assert store.verify().ok
+        with eventckpt.open(store_target) as other:  # another store's cached view agrees
+            assert other.stream("t").get(8).values == {"after": True}
+
+
+def test_removing_the_only_version_leaves_an_empty_stream(store: eventckpt.Store) -> None:
+    """Removing a stream's only version leaves it existing and empty (version 0, latest None); its next
+    version is 2."""
+    stream = store.stream("t")
+    stream.save({"a": 1})
+    stream.remove(1)
+    assert stream.exists() and stream.version == 0 and stream.latest is None and len(stream) == 0
+    assert stream.save({"a": 2}).version == 2 and stream.list_versions() == [2]
+    assert store.verify().ok
+
+
+def test_a_head_forks_branch_from_stays(store: eventckpt.Store, store_target: str) -> None:
+    """The head cannot be removed while a fork branches from it (VersionInUseError, nothing written); a
+    fork from an earlier version does not stop it, and keeps restoring; a fork's own head can be removed,
+    but not the version it shares with its parent."""
+    main = store.stream("main")
+    expected = agent_run(main, 5)
+    fork = main.fork(task_id="at-head")
+    before = journal_rows(store_target)
+    with pytest.raises(eventckpt.VersionInUseError, match="at-head"):
+        main.remove(5)
+    assert journal_rows(store_target) == before
+    store.delete_stream("at-head")
+    early = main.fork(at=3, task_id="early")
+    early.save({"mine": 1})
+    assert main.remove(5).removed == (5,) and main.version == 4
+    assert early.state(3) == expected[3] and early.state() == {"mine": 1}
+    assert early.remove(4).removed == (4,) and early.version == 3
+    with pytest.raises(eventckpt.VersionInUseError, match="forked from"):
+        early.remove(3)
+    assert early.save({"again": 1}).version == 5 and store.verify().ok
+    del fork
+
+
+def test_export_and_import_keep_the_removed_number(tmp_path: Path) -> None:
+    """An exported stream whose head was removed imports with the removed number, so the copy's next
+    version is numbered above it too; a stream left without versions is imported as such."""
+    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+        stream = src.stream("t")
+        agent_run(stream, 4)
+        stream.remove(4)
+        empty = src.stream("e")
+        empty.save({"x": 1})
+        empty.remove(1)
+        assert dst.import_lines(src.export("t")) == ["t"] and dst.import_lines(src.export("e")) == ["e"]
+        assert dst.stream("t").list_versions() == [1, 2, 3] and dst.stream("t").save({"n": 1}).version == 5
+        assert dst.stream("e").exists() and dst.stream("e").version == 0 and dst.stream("e").save({"y": 1}).version == 2
+        assert dst.verify().ok
+
+
+WRITER = """
+import sys
+import eventckpt
+with eventckpt.open(sys.argv[1]) as store:
+    stream = store.stream("t")
+    stream.save({"n": stream.state()["n"] + 1})          # caches the head it wrote
+    print(stream.version, flush=True)
+    sys.stdin.readline()                                 # meanwhile another process removes that head
+    cp = stream.save({**stream.state(), "after": True})
+    print(cp.version, stream.state(cp.version), flush=True)
+"""
+
+
+def test_another_process_sees_the_head_move_back(store_target: str) -> None:
+    """A process that cached the head another process then removes builds its next version on the version
+    before, numbered above the removed one."""
+    with eventckpt.open(store_target) as store:
+        for n in range(3):
+            store.stream("t").save({"n": n})
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store_target)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "4"
+        with eventckpt.open(store_target) as store:
+            assert store.stream("t").remove(4).removed == (4,)
+        out, _ = writer.communicate("go\n", timeout=60)
+    finally:
+        writer.kill()
+    assert out.strip() == "5 {'n': 2, 'after': True}"
+    with eventckpt.open(store_target) as store:
+        assert store.stream("t").list_versions() == [1, 2, 3, 5] and store.verify().ok

@@ -45,12 +45,13 @@ def test_orbiter_reference_example(store: eventckpt.Store) -> None:
 
 
 def test_empty_stream(store: eventckpt.Store) -> None:
-    """A stream nobody saved to has version 0, no latest, no versions, and an empty state."""
+    """A stream nobody saved to does not exist: its version is 0 (what a first save builds on) and every
+    read raises StreamNotFoundError; nothing is created."""
     task = store.stream("nothing")
-    assert task.version == 0 and task.latest is None and len(task) == 0
-    assert task.list_versions() == [] and task.state() == {}
-    with pytest.raises(eventckpt.VersionNotFoundError):
-        task.get(1)
+    assert task.version == 0 and not task.exists()
+    for read in (lambda: task.latest, lambda: len(task), task.list_versions, task.state, lambda: task.get(1)):
+        with pytest.raises(eventckpt.StreamNotFoundError):
+            read()
     assert store.streams() == []
 
 
@@ -183,11 +184,13 @@ def test_get_missing_versions(store: eventckpt.Store) -> None:
         task.get("1")  # type: ignore[arg-type]
 
 
-def test_state_of_version_zero_is_empty(store: eventckpt.Store) -> None:
-    """state(0) is the empty state before the first version."""
+def test_state_of_version_zero_is_refused(store: eventckpt.Store) -> None:
+    """Version 0 names no checkpoint: state(0) raises VersionNotFoundError, as get(0) does."""
     task = store.stream("task-1")
     task.save({"a": 1})
-    assert task.state(0) == {}
+    for read in (task.state, task.get):
+        with pytest.raises(eventckpt.VersionNotFoundError):
+            read(0)
 
 
 def test_values_load_lazily_but_are_stable(store: eventckpt.Store) -> None:

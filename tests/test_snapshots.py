@@ -29,7 +29,7 @@ def conversation(store: eventckpt.Store, steps: int) -> eventckpt.CheckpointStor
             tx.append("messages", {"role": "user", "content": f"message {i} " + "x" * 380})
             tx.set("step", i)
             tx.set(("scratch", f"k{i % 20}"), f"value {i}")
-            tx.usage(input_tokens=120, output_tokens=40)
+            tx.add_usage(input_tokens=120, output_tokens=40)
     return task
 
 

@@ -23,7 +23,7 @@ def test_operations_commit_as_one_version(store: eventckpt.Store) -> None:
         tx.incr(("scratch", "count"))
         tx.delete("gone")
         tx.truncate("messages", 2)
-        tx.usage(input_tokens=120, output_tokens=40)
+        tx.add_usage(input_tokens=120, output_tokens=40)
     assert tx.checkpoint is not None and tx.checkpoint.version == 2 and task.version == 2
     assert task.state() == {
         "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
@@ -38,9 +38,9 @@ def test_usage_adds_to_previous_counters(store: eventckpt.Store) -> None:
     task = store.stream("t")
     task.save({}, {"input_tokens": 100})
     with task.transaction() as tx:
-        tx.usage(input_tokens=20, output_tokens=5)
+        tx.add_usage(input_tokens=20, output_tokens=5)
     with task.transaction() as tx:
-        tx.usage(input_tokens=1)
+        tx.add_usage(input_tokens=1)
     assert task.latest.token_usage == {"input_tokens": 121, "output_tokens": 5}
 
 
@@ -103,7 +103,7 @@ def test_negative_index_is_resolved(store: eventckpt.Store) -> None:
         lambda tx: tx.incr("n", float("nan")),
         lambda tx: tx.extend("m", "abc"),
         lambda tx: tx.truncate("m", -1),
-        lambda tx: tx.usage(tokens="many"),
+        lambda tx: tx.add_usage(tokens="many"),
         lambda tx: tx.set("x", object()),
     ],
 )

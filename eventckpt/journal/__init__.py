@@ -26,9 +26,11 @@ def is_postgres(target: Any) -> bool:
 
 
 def connect(target: Any, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False,
-            vfs: str | None = None, pool_size: int = 10) -> Backend:
+            vfs: str | None = None, pool_size: int = 10, create: bool = True) -> Backend:
     """The backend of the store `target` names: a file path (or ":memory:") for SQLite; a
-    postgresql:// URL, a psycopg connection or a psycopg_pool pool for PostgreSQL."""
+    postgresql:// URL, a psycopg connection or a psycopg_pool pool for PostgreSQL. Without `create`
+    (always when `readonly`), a store that does not exist yet raises StoreNotFoundError and nothing is
+    created."""
     if is_postgres(target):
         if vfs is not None:
             raise InvalidArgumentError("vfs", vfs, "is an SQLite option; a PostgreSQL store has no VFS")
@@ -37,8 +39,9 @@ def connect(target: Any, *, durability: str = "normal", timeout: float = 30.0, r
         except ImportError as exc:
             raise InvalidArgumentError("target", target, "a PostgreSQL store needs psycopg 3 and psycopg_pool:"
                                        f" pip install 'eventckpt[postgres]' ({exc})") from None
-        return connect_postgres(target, durability=durability, timeout=timeout, readonly=readonly, pool_size=pool_size)
-    return connect_sqlite(target, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs)
+        return connect_postgres(target, durability=durability, timeout=timeout, readonly=readonly, pool_size=pool_size,
+                                create=create)
+    return connect_sqlite(target, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs, create=create)
 
 __all__ = [
     "APPLICATION_ID", "DURABILITY", "SCHEMA_VERSION", "Backend", "CheckpointIdTaken", "Commit", "EventRow",

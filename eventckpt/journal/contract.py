@@ -236,6 +236,15 @@ class Journal(ABC):
         """Replace one version's events and tool calls (in order) and its event counters."""
 
     @abstractmethod
+    def removed_head(self, stream: StreamRef) -> int:
+        """The highest version number the stream had when its head was removed (0: never): the next
+        version is numbered above it, so a number never names two states."""
+
+    @abstractmethod
+    def set_removed_head(self, stream: StreamRef, version: int) -> None:
+        """Record that `version`, the stream's head, was removed (the highest such number is kept)."""
+
+    @abstractmethod
     def set_checksum(self, owner: StreamRef, version: int, checksum: bytes) -> None:
         """Replace one version's checksum (retention rechains the versions it keeps)."""
 
@@ -258,6 +267,31 @@ class Journal(ABC):
         first. `ancestors` are (ancestor path, `path` relative to it, True when the ancestor is a list);
         a list ancestor's appends are never read. An ancestor's `set` row carries the part of its value
         at the relative path (NULL when absent)."""
+
+    @abstractmethod
+    def list_resets(self, segments: Sequence[Segment], path: str, upto: int) -> list[tuple[Any, ...]]:
+        """Events through version `upto` that change the length of the list at `path` other than by
+        appending, oldest first: at `path` itself (a list set, delete, truncate or extend) and deletes below
+        it. Rows are (stream_id, version, seq, op, path, n): n is the length of a set's or extend's list,
+        or the length a truncate keeps (None for a delete)."""
+
+    @abstractmethod
+    def replacements(self, segments: Sequence[Segment], path: str, rel: str, upto: int) -> list[tuple[Any, ...]]:
+        """Sets and deletes at exactly `path` through version `upto`, oldest first, as (stream_id, version,
+        seq, op, path, n, tagged): n the length of the list at JSON path `rel` inside a set's value (None
+        when there is none), tagged whether the value holds tagged forms."""
+
+    @abstractmethod
+    def counts_between(self, segments: Sequence[Segment], path: str,
+                       spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> list[int]:
+        """For each span (after, before) of event positions (version, seq), how many events lie at exactly
+        `path` strictly between them (counted in the path index, never read)."""
+
+    @abstractmethod
+    def nth_between(self, segments: Sequence[Segment], path: str, after: tuple[int, int], before: tuple[int, int],
+                    n: int) -> tuple[Any, ...] | None:
+        """The n-th (from 0) event at exactly `path` strictly between events `after` and `before`, as
+        (stream_id, version, seq, op, value), or None when there are not that many."""
 
     @abstractmethod
     def touched(self, seg: Segment, after: int, upto: int) -> dict[str, tuple[int, int]]:

@@ -44,6 +44,7 @@ CREATE TABLE eventckpt.streams (
     -- only if the generation is the one its writer's cached state was built under; retention holds the
     -- tree's rows FOR UPDATE while it rewrites, so a commit waits for it and then sees the new number.
     generation   bigint NOT NULL DEFAULT 0,
+    removed_head bigint,                              -- the number of a removed head: never used again
     PRIMARY KEY (tree_id, stream_id),
     FOREIGN KEY (tree_id, parent_id) REFERENCES eventckpt.streams (tree_id, stream_id),
     CHECK ((parent_id IS NULL) = (fork_version IS NULL)),

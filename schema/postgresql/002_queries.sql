@@ -58,20 +58,32 @@ JOIN eventckpt.streams AS o ON o.tree_id = up.tree_id AND o.stream_id = up.owner
 WHERE up.lo <= up.hi;
 
 -- One row per checkpoint of every stream's history (a fork lists the versions it shares too, with
--- `inherited`), with the cumulative usage, the usage of that version alone, and the common counters.
+-- `inherited`): the cumulative usage, what each version added (`usage_added`, `input_tokens_added`,
+-- `output_tokens_added`: against the previous version of the stream's history), and the common counters.
 CREATE VIEW eventckpt.checkpoints AS
-SELECT l.stream AS stream, v.version AS version, v.created_at::timestamptz AS created_at, v.name AS name,
-       v.auto = 1 AS auto, v.metadata::json AS metadata, v.usage::json AS usage,
-       (v.usage::json ->> 'input_tokens')::numeric AS input_tokens,
-       (v.usage::json ->> 'output_tokens')::numeric AS output_tokens,
-       v.event_count AS event_count, v.event_bytes AS event_bytes,
-       (SELECT p.name FROM eventckpt.streams AS p WHERE p.tree_id = s.tree_id AND p.stream_id = s.parent_id) AS fork_of,
-       s.fork_version AS fork_version, l.stored_in AS stored_in, l.stream_id <> l.stored_in_id AS inherited,
-       (SELECT c.checkpoint_id FROM eventckpt.checkpoint_ids AS c
-         WHERE c.tree_id = v.tree_id AND c.stream_id = v.stream_id AND c.version = v.version) AS checkpoint_id
-FROM eventckpt.lineage AS l
-JOIN eventckpt.streams AS s ON s.tree_id = l.tree_id AND s.stream_id = l.stream_id
-JOIN eventckpt.versions AS v ON v.tree_id = l.tree_id AND v.stream_id = l.stored_in_id AND v.version BETWEEN l.lo AND l.hi;
+SELECT c.stream, c.version, c.created_at, c.name, c.auto, c.metadata, c.usage, c.input_tokens, c.output_tokens,
+       CASE WHEN c.usage IS NOT NULL THEN
+           (SELECT json_object_agg(n.key, n.value::text::numeric - coalesce(o.value::text::numeric, 0))
+            FROM json_each(c.usage) AS n LEFT JOIN json_each(c.previous_usage) AS o ON o.key = n.key)
+       END AS usage_added,
+       c.input_tokens - coalesce((c.previous_usage ->> 'input_tokens')::numeric, 0) AS input_tokens_added,
+       c.output_tokens - coalesce((c.previous_usage ->> 'output_tokens')::numeric, 0) AS output_tokens_added,
+       c.event_count, c.event_bytes, c.fork_of, c.fork_version, c.stored_in, c.inherited, c.checkpoint_id
+FROM (
+    SELECT l.stream AS stream, v.version AS version, v.created_at::timestamptz AS created_at, v.name AS name,
+           v.auto = 1 AS auto, v.metadata::json AS metadata, v.usage::json AS usage,
+           (v.usage::json ->> 'input_tokens')::numeric AS input_tokens,
+           (v.usage::json ->> 'output_tokens')::numeric AS output_tokens,
+           lag(v.usage::json) OVER (PARTITION BY l.stream ORDER BY v.version) AS previous_usage,
+           v.event_count AS event_count, v.event_bytes AS event_bytes,
+           (SELECT p.name FROM eventckpt.streams AS p WHERE p.tree_id = s.tree_id AND p.stream_id = s.parent_id) AS fork_of,
+           s.fork_version AS fork_version, l.stored_in AS stored_in, l.stream_id <> l.stored_in_id AS inherited,
+           (SELECT i.checkpoint_id FROM eventckpt.checkpoint_ids AS i
+             WHERE i.tree_id = v.tree_id AND i.stream_id = v.stream_id AND i.version = v.version) AS checkpoint_id
+    FROM eventckpt.lineage AS l
+    JOIN eventckpt.streams AS s ON s.tree_id = l.tree_id AND s.stream_id = l.stream_id
+    JOIN eventckpt.versions AS v ON v.tree_id = l.tree_id AND v.stream_id = l.stored_in_id AND v.version BETWEEN l.lo AND l.hi
+) AS c;
 
 -- One row per stored event, readable: stream name, version, time, op, path, value.
 CREATE VIEW eventckpt.changes AS

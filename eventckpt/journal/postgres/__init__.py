@@ -145,7 +145,7 @@ class PostgresBackend(Backend):
 
 
 def connect(target: Any, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False,
-            pool_size: int = 10) -> PostgresBackend:
+            pool_size: int = 10, create: bool = True) -> PostgresBackend:
     """Open the store in a PostgreSQL database, creating its schema (`eventckpt`) on first use.
 
     durability: "full" forces synchronous_commit=on (every acknowledged commit is flushed to the server's
@@ -161,7 +161,7 @@ def connect(target: Any, *, durability: str = "normal", timeout: float = 30.0, r
     try:
         with backend.acquire() as journal:
             assert isinstance(journal, PostgresJournal)
-            migrate(journal.conn, backend.target, readonly=readonly)
+            migrate(journal.conn, backend.target, readonly=readonly, create=create)
     except BaseException:
         backend.close()
         raise

@@ -85,7 +85,7 @@ def stored_version(conn: psycopg.Connection[Any], target: str) -> int:
     return version
 
 
-def migrate(conn: psycopg.Connection[Any], target: str, readonly: bool = False) -> None:
+def migrate(conn: psycopg.Connection[Any], target: str, readonly: bool = False, create: bool = True) -> None:
     """Apply the schema files above the database's version, all in one transaction (a savepoint when the
     caller's connection holds a transaction). Safe under concurrent first use by many processes: the one
     that loses the race on a catalog name, or waits on the store_info row lock, finds the work done."""
@@ -95,6 +95,8 @@ def migrate(conn: psycopg.Connection[Any], target: str, readonly: bool = False) 
                 version = stored_version(conn, target)
                 if version == SCHEMA_VERSION:
                     return
+                if not version and (readonly or not create):
+                    raise errors.StoreNotFoundError(target, "the database holds no eventckpt store (schema eventckpt)")
                 if readonly:
                     raise errors.SchemaError(target, "a read-only store must already hold the current schema")
                 if version:  # wait for (and then see) another process's upgrade

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...paths import from_text
+from ...paths import relative_parts
 from ..rows import LangGraphRow, StreamRef, StreamRow
 from .engine import Engine
 from .tables import S_COLS, V_COLS
@@ -88,7 +88,7 @@ class LangGraphTables(Engine):
                 args[name] = value
         for i, (path, value) in enumerate(metadata):
             where.append(f"(v.metadata::jsonb #> %(mp{i})s) = %(mv{i})s::jsonb")
-            args[f"mp{i}"], args[f"mv{i}"] = [str(k) for k in from_text(path)], value
+            args[f"mp{i}"], args[f"mv{i}"] = [str(k) for k in relative_parts(path)], value
         rows = self._rows(_LG_CHECKPOINTS.format(where=" AND ".join(where) or "TRUE"), args)
         return [LangGraphRow(*r[:4], int(r[4]), *r[5:]) for r in rows]
 

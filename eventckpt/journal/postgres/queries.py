@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from ... import errors
-from ...paths import child_ranges, from_text
+from ...paths import child_ranges, relative_parts
 from ..rows import EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRef, StreamRow, clip
 from .engine import Engine
 from .tables import S_COLS, SEGS, segs
@@ -36,7 +36,7 @@ _TYPES = {"string": "text", "array": "array", "object": "object", "null": "null"
 
 def json_path(rel: str) -> list[str]:
     """A stored path relative to a value ('$.a[3]') as PostgreSQL's text[] path ({a,3})."""
-    return [str(k) for k in from_text(rel)]
+    return [str(k) for k in relative_parts(rel)]
 
 
 def _sqlite_type(kind: str | None, text: str | None) -> str | None:
@@ -127,6 +127,67 @@ class Queries(Engine):
                 rows.sort(key=lambda r: (r[1], r[2]), reverse=True)
             out.extend(HistoryRow(*r) for r in (rows if wanted is None else rows[:wanted]))
         return out
+
+    # history: the append or extend that created a list item
+
+    def list_resets(self, segments: Sequence[Segment], path: str, upto: int) -> list[tuple[Any, ...]]:
+        n = ("CASE e.op WHEN 'truncate' THEN e.value::bigint WHEN 'delete' THEN NULL"
+             " ELSE json_array_length(e.value::json) END")
+        out: list[tuple[Any, ...]] = []
+        for seg, lo, hi in clip(segments, 0, upto):
+            key = (seg.tree_id, seg.stream_id)
+            rows = self._rows(f"SELECT e.stream_id, e.version, e.seq, e.op, e.path, {n} FROM eventckpt.events AS e"
+                              f" WHERE e.tree_id = %s AND e.stream_id = %s AND e.path = %s AND e.version BETWEEN %s AND %s"
+                              f" AND {RESHAPING}", (*key, path, lo, hi))
+            rows += self._rows(f"SELECT e.stream_id, e.version, e.seq, e.op, e.path, NULL FROM eventckpt.events AS e"
+                               f" WHERE e.tree_id = %s AND e.stream_id = %s AND e.path >= %s AND e.path < %s"
+                               f" AND e.version BETWEEN %s AND %s AND {RESHAPING} AND e.op = 'delete'",
+                               (*key, path + "[", path + "\\", lo, hi))
+            out += sorted((tuple(r) for r in rows), key=lambda r: (r[1], r[2]))
+        return out
+
+    def replacements(self, segments: Sequence[Segment], path: str, rel: str, upto: int) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        for seg, lo, hi in clip(segments, 0, upto):
+            out += [tuple(r) for r in self._rows(
+                "SELECT x.stream_id, x.version, x.seq, x.op, x.path,"
+                " CASE WHEN x.op = 'set' AND json_typeof(x.part) = 'array' THEN json_array_length(x.part) END,"
+                " x.op = 'set' AND strpos(x.value, '{\"$') > 0"
+                " FROM (SELECT e.*, CASE WHEN e.op = 'set' THEN e.value::json #> %s END AS part FROM eventckpt.events AS e"
+                " WHERE e.tree_id = %s AND e.stream_id = %s AND e.path = %s AND e.version BETWEEN %s AND %s"
+                " AND e.op IN ('set', 'delete')) AS x ORDER BY x.version, x.seq",
+                (json_path(rel), seg.tree_id, seg.stream_id, path, lo, hi))]
+        return out
+
+    def counts_between(self, segments: Sequence[Segment], path: str,
+                       spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> list[int]:
+        totals = [0] * len(spans)
+        bounds = {"av": [a[0] for a, _ in spans], "as": [a[1] for a, _ in spans],
+                  "bv": [b[0] for _, b in spans], "bs": [b[1] for _, b in spans]}
+        for seg in segments:
+            rows = self._rows(
+                "SELECT s.i, (SELECT count(*) FROM eventckpt.events AS e WHERE e.tree_id = %(t)s AND e.stream_id = %(s)s"
+                " AND e.path = %(path)s AND e.version BETWEEN greatest(%(lo)s, s.av) AND least(%(hi)s, s.bv)"
+                " AND (e.version, e.seq) > (s.av, s.aseq) AND (e.version, e.seq) < (s.bv, s.bseq))"
+                " FROM unnest(%(av)s::bigint[], %(as)s::bigint[], %(bv)s::bigint[], %(bs)s::bigint[])"
+                " WITH ORDINALITY AS s(av, aseq, bv, bseq, i)",
+                {"t": seg.tree_id, "s": seg.stream_id, "path": path, "lo": seg.lo, "hi": seg.hi, **bounds})
+            for i, n in rows:
+                totals[int(i) - 1] += int(n)
+        return totals
+
+    def nth_between(self, segments: Sequence[Segment], path: str, after: tuple[int, int], before: tuple[int, int],
+                    n: int) -> tuple[Any, ...] | None:
+        where = ("FROM eventckpt.events WHERE tree_id = %s AND stream_id = %s AND path = %s AND version BETWEEN %s AND %s"
+                 " AND (version, seq) > (%s, %s) AND (version, seq) < (%s, %s)")
+        for seg, lo, hi in clip(segments, after[0] - 1, before[0]):
+            args = (seg.tree_id, seg.stream_id, path, lo, hi, *after, *before)
+            row = self._one(f"SELECT stream_id, version, seq, op, value {where} ORDER BY version, seq LIMIT 1 OFFSET %s",
+                            (*args, n))
+            if row is not None:
+                return tuple(row)
+            n -= int(self._one(f"SELECT count(*) {where}", args)[0])
+        return None
 
     # diff: what a range of events touched, and the value or list length of a path at a version
 

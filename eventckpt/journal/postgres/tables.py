@@ -348,6 +348,15 @@ class Tables(Engine):
         self._run("UPDATE eventckpt.versions SET event_count = %s, event_bytes = %s WHERE tree_id = %s AND stream_id = %s"
                   " AND version = %s", (len(events), event_bytes, *key))
 
+    def removed_head(self, stream: StreamRef) -> int:
+        row = self._one("SELECT removed_head FROM eventckpt.streams WHERE tree_id = %s AND stream_id = %s",
+                        (stream.tree_id, stream.stream_id))
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def set_removed_head(self, stream: StreamRef, version: int) -> None:
+        self._run("UPDATE eventckpt.streams SET removed_head = greatest(coalesce(removed_head, 0), %s)"
+                  " WHERE tree_id = %s AND stream_id = %s", (version, stream.tree_id, stream.stream_id))
+
     def set_checksum(self, owner: StreamRef, version: int, checksum: bytes) -> None:
         self._run("UPDATE eventckpt.versions SET checksum = %s WHERE tree_id = %s AND stream_id = %s AND version = %s",
                   (checksum, owner.tree_id, owner.stream_id, version))

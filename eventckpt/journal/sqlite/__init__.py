@@ -7,6 +7,7 @@ translated into eventckpt's errors in engine.py and nowhere else.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,25 +54,38 @@ class SqliteBackend(Backend):
 
 
 def connect(
-    path: str, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False, vfs: str | None = None
+    path: str, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False, vfs: str | None = None,
+    create: bool = True,
 ) -> SqliteBackend:
     """Open (creating when allowed) an eventckpt file. A foreign or newer file is refused untouched.
+
+    Without `create` (always when `readonly`), a missing or empty file raises StoreNotFoundError and is
+    left as it was: nothing is created or written.
 
     `vfs` names a registered SQLite VFS (an apsw.VFS subclass, e.g. a fault-injecting one in tests);
     None is SQLite's default.
     """
     memory = path == ":memory:"
-    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    create = create and not readonly
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    if create:
+        flags |= apsw.SQLITE_OPEN_CREATE
     if vfs is not None and vfs not in apsw.vfs_names():
         raise errors.InvalidArgumentError("vfs", vfs, f"is not a registered SQLite VFS {apsw.vfs_names()}")
     try:
         conn = apsw.Connection(path, flags=flags, vfs=vfs)
+    except apsw.CantOpenError as exc:
+        if not create and not memory and not os.path.exists(path):
+            raise errors.StoreNotFoundError(path, "no such file: there is no store to read") from None
+        raise translate(exc, f"opening {path}") from None
     except apsw.Error as exc:
         raise translate(exc, f"opening {path}") from None
     try:
         conn.set_busy_timeout(int(timeout * 1000))
         app_id, user_version, fresh = identity(conn, path)
-        if readonly and (fresh or user_version < SCHEMA_VERSION):
+        if fresh and not create and not memory:
+            raise errors.StoreNotFoundError(path, "the file is empty: there is no store to read")
+        if readonly and user_version < SCHEMA_VERSION:
             raise errors.SchemaError(path, "a read-only store must already hold the current schema")
         if not readonly:
             if fresh:

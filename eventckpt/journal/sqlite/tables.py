@@ -326,6 +326,13 @@ class Tables(Engine):
         self._run("UPDATE versions SET event_count = ?, event_bytes = ? WHERE stream_id = ? AND version = ?",
                   (len(events), event_bytes, stream_id, version))
 
+    def removed_head(self, stream: StreamRef) -> int:
+        return self._one("SELECT coalesce(removed_head, 0) FROM streams WHERE id = ?", (stream.stream_id,))[0]
+
+    def set_removed_head(self, stream: StreamRef, version: int) -> None:
+        self._run("UPDATE streams SET removed_head = max(coalesce(removed_head, 0), ?) WHERE id = ?",
+                  (version, stream.stream_id))
+
     def set_checksum(self, owner: StreamRef, version: int, checksum: bytes) -> None:
         self._run("UPDATE versions SET checksum = ? WHERE stream_id = ? AND version = ?",
                   (checksum, owner.stream_id, version))
