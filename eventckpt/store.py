@@ -24,6 +24,7 @@ from .stream import CheckpointStore, check_task_id
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
+    from .overview import StreamSummary
     from .verify import VerifyReport
 
 
@@ -322,6 +323,21 @@ class Store:
         from .query import search
 
         return search(self, name, metadata, limit)
+
+    def summaries(self, limit: int = 100, *, before: str | None = None) -> list[StreamSummary]:
+        """A page of streams, newest first: `StreamSummary(task_id, head, parent, tree, created_at,
+        updated_at, token_usage)` for at most `limit` streams created before stream `before` (all
+        when None). Indexed: costs O(limit), however many streams the file holds."""
+        from .overview import summaries
+
+        return summaries(self, limit, before)
+
+    def tree(self, task_id: str, *, limit: int | None = None) -> list[StreamSummary]:
+        """The streams of `task_id`'s stream tree (its root and every fork below it, at most `limit`),
+        oldest first, as `summaries()` gives them."""
+        from .overview import tree
+
+        return tree(self, task_id, limit)
 
     def verify(self, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
         """Check the whole file: every version's checksum chain, every snapshot against a replay of the

@@ -33,7 +33,7 @@ from .transaction import Recorded, Transaction, check_number, is_number
 
 if TYPE_CHECKING:
     from .diffing import Diff
-    from .query import HistoryEntry
+    from .query import HistoryEntry, VersionSize
     from .store import Head, Store
 
 MAX_NAME = 1024
@@ -568,6 +568,46 @@ class CheckpointStore:
         from .diffing import diff
 
         return diff(self, a, b, live=live)
+
+
+    # -- reading parts of a state, and what versions wrote (eventckpt/partial.py, eventckpt/query.py) --
+
+    def keys(self, version: int | None = None) -> list[str]:
+        """The top-level keys of the state at `version` (head when None), without reading their values:
+        from the nearest snapshot's manifest and the events after it."""
+        from .partial import keys
+
+        return keys(self, version)
+
+    def value(self, path: Any, version: int | None = None, *, start: int | None = None, stop: int | None = None) -> Any:
+        """The value at `path` (a key or a tuple of keys and indices) at `version` (head when None),
+        without restoring the rest of the state; PathError when there is none. With `start`/`stop`, only
+        those items of the list there: for a top-level list only appended to since it was last set (a
+        conversation), only they are read, so the newest messages of a long run cost what they hold."""
+        from .partial import value
+
+        return value(self, path, version, start, stop)
+
+    def length(self, path: Any, version: int | None = None) -> int | None:
+        """The number of items of the list at `path` at `version` (head when None), None when no list is
+        there; counted on the path index without reading the items (for lists only appended to)."""
+        from .partial import length
+
+        return length(self, path, version)
+
+    def sizes(self, since: int = 1, until: int | None = None, *, limit: int | None = None) -> list[VersionSize]:
+        """`VersionSize(version, events, bytes)` of the lineage's versions since..until (head when None),
+        oldest first, at most `limit`: what each version wrote, from the version rows alone."""
+        from .query import sizes
+
+        return sizes(self, since, until, limit)
+
+    def events(self, version: int, *, limit: int | None = None) -> list[HistoryEntry]:
+        """The events of one version in order (at most `limit`), as `HistoryEntry` rows: what that
+        commit changed, path by path."""
+        from .query import events
+
+        return events(self, version, limit)
 
 
 class _Stale(Exception):

@@ -7,19 +7,23 @@ eventckpt's errors here and nowhere else. Caller strings only ever travel as bou
 
 from __future__ import annotations
 
+import os
+from functools import partial
+
 import apsw
 
 from .. import errors
-from .engine import APPLICATION_ID, DURABILITY, SCHEMA_VERSION, Engine, identity, schema_files, translate
+from .engine import (APPLICATION_ID, DURABILITY, SCHEMA_VERSION, Engine, identity, remove_wal_files, schema_files,
+                     translate)
 from .langgraph import LangGraphRow, LangGraphTables
 from .queries import RESHAPING, Queries
-from .rows import (EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRow, VersionRow, _CheckpointIdTaken,
-                   _VersionTaken, json_list, segments_for)
+from .rows import (EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRow, SummaryRow, VersionRow,
+                   _CheckpointIdTaken, _VersionTaken, json_list, segments_for)
 from .tables import Tables
 
 __all__ = [
     "APPLICATION_ID", "DURABILITY", "RESHAPING", "SCHEMA_VERSION", "Engine", "EventRow", "HistoryRow", "Journal",
-    "LangGraphRow", "LogRow", "MetaFilter", "Segment", "StreamRow", "VersionRow", "_CheckpointIdTaken",
+    "LangGraphRow", "LogRow", "MetaFilter", "Segment", "StreamRow", "SummaryRow", "VersionRow", "_CheckpointIdTaken",
     "_VersionTaken", "connect", "json_list", "schema_files", "segments_for", "translate",
 ]
 
@@ -40,6 +44,9 @@ def connect(
     None is SQLite's default.
     """
     memory = path == ":memory:"
+    # A read-only connection to a WAL file creates its -wal and -shm when they are missing (SQLite shares
+    # the WAL index with writers through them) but cannot remove them: see Engine.close.
+    tidy = readonly and not memory and not any(os.path.exists(path + suffix) for suffix in ("-wal", "-shm"))
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     if vfs is not None and vfs not in apsw.vfs_names():
         raise errors.InvalidArgumentError("vfs", vfs, f"is not a registered SQLite VFS {apsw.vfs_names()}")
@@ -62,6 +69,8 @@ def connect(
         conn.execute("PRAGMA cache_size = -32768")  # 32 MiB: restores of long streams stay in memory
         conn.execute("PRAGMA temp_store = MEMORY")
         journal = Journal(conn, path)
+        if tidy:
+            journal.on_close = partial(remove_wal_files, path, vfs)
         if not readonly and user_version < SCHEMA_VERSION:
             journal.migrate()
         return journal
