@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import time
+import traceback
 from importlib import resources
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -75,7 +76,11 @@ class Viewer:
         if method not in ("GET", "HEAD"):
             response = self._error(405, "This viewer only reads: use GET.", False)
         else:
-            response = self._answer(target)
+            try:
+                response = self._answer(target)
+            except Exception:  # noqa: BLE001 - a bug: still an answer, and the traceback for whoever runs it
+                traceback.print_exc()
+                response = self._error(500, "The viewer failed on this page (the traceback is on its console).", False)
         return response._replace(seconds=time.perf_counter() - started)
 
     def refuse_host(self, host: str) -> Response:

@@ -310,8 +310,10 @@ def node(store: Store, name: str, number: int, query: Query) -> Page:
     start = _int(query, "start", 0, 0, 2**62) or 0
     if path is None:
         tree = state_tree(store, task, number)
-        return Page("node.html", f"{name}@{number} $", {"stream": name, "version": number, "node": tree,
-                                                        "version_href": version_url(name, number)})
+        return Page("node.html", f"{name}@{number} $", {"stream": name, "version": number, "path": "$", "node": tree,
+                                                        "previous_page": None, "next_page": None,
+                                                        "version_href": version_url(name, number),
+                                                        "history_href": None})
     text = to_text(path)
     builder = shapes.TreeBuilder(lambda p, s: node_url(name, number, p, s))
     encode = store.codec.encode
