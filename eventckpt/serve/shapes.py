@@ -165,7 +165,9 @@ def fork_graph(streams: Sequence[Any], current: str | None = None) -> dict[str, 
         }
         if s.parent is not None and s.parent.task_id in lane:
             py, fx = y(s.parent.task_id), x(start)
+            parent_head = next((p.head for p in ordered if p.task_id == s.parent.task_id), None)
             item["fork"] = {"stream": s.parent.task_id, "version": start, "x": fx, "y": py,
+                            "label": start != parent_head,  # the parent's head label already says it
                             "curve": f"M {fx} {py} C {fx} {yy}, {fx} {yy}, {min(fx + step // 2, x(s.head))} {yy}"
                             if s.head > start else f"M {fx} {py} L {fx} {yy}"}
         lanes.append(item)
