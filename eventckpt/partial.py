@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .diffing import MISSING, key_at, list_length, value_at
 from .errors import InvalidArgumentError, PathError, StreamNotFoundError, VersionNotFoundError
 from .journal import Journal, Segment, segments_for
-from .ops import DELETE, SET
+from .ops import APPEND, DELETE, SET
 from .paths import Path, from_text, normalize, to_text
 from .snapshot import parse_manifest
 
@@ -64,9 +64,10 @@ def length(stream: CheckpointStore, path: Any, version: int | None) -> int | Non
 def value(stream: CheckpointStore, path: Any, version: int | None, start: int | None, stop: int | None) -> Any:
     """See CheckpointStore.value."""
     parts = normalize(path)
-    for name, bound in (("start", start), ("stop", stop)):
-        if bound is not None and (type(bound) is not int or bound < 0):
-            raise InvalidArgumentError(name, bound, "must be None or an int >= 0")
+    if start is not None and (type(start) is not int or (start < 0 and stop is not None)):
+        raise InvalidArgumentError("start", start, "must be None or an int (negative: from the end, with no stop)")
+    if stop is not None and (type(stop) is not int or stop < 0):
+        raise InvalidArgumentError("stop", stop, "must be None or an int >= 0")
     sliced = start is not None or stop is not None
     store = stream.store
     codec = store.codec
@@ -122,33 +123,39 @@ def _lineage(stream: CheckpointStore, journal: Journal, version: int | None) -> 
 
 def _window(journal: Journal, codec: Codec, segments: list[Segment], key: str, version: int, start: int,
             stop: int | None) -> list[Any] | None:
-    """Items start..stop of the list at top-level `key` at `version`, reading only those, when the list
-    was only appended to since its last set or delete; [] past its end; None for any other shape (or
-    no list there), which the caller reads in full."""
-    path: Path = (key,)
-    text = to_text(path)
-    n = list_length(journal, codec, segments, path, version)
-    if n is None:
-        return None
+    """Items start..stop of the list at top-level `key` at `version` (a negative start: the last -start
+    items), reading only those, when the list was only appended to since its last set or delete; [] past
+    its end; None for any other shape (or no list there), which the caller reads in full."""
+    text = to_text((key,))
+    newest = journal.newest_event(segments, text, version)
     reset = journal.newest_event(segments, text, version, reset=True)  # the last set, delete or truncate
+    if newest is None or (newest[2] != APPEND and (reset is None or newest[:2] != reset[:2])):
+        return None  # absent, or last changed otherwise (an extend, a set of something else)
     if reset is None:
-        base: list[Any] = []  # created by an append
+        base: Any = []  # created by an append
         after = (0, -1)
     elif reset[2] == SET:
-        base = codec.decode(reset[4])
-        after = (reset[0], reset[1])
-    elif reset[2] == DELETE:
+        base, after = codec.decode(reset[4]), (reset[0], reset[1])
+    elif reset[2] == DELETE and newest[2] == APPEND:
         base, after = [], (reset[0], reset[1])
     else:
-        return None
+        return None  # truncated, or deleted for good
     if type(base) is not list or journal.touched_below(segments, text, after, version):
         return None  # items edited or deleted since
-    lo, hi, _ = slice(start, stop).indices(n)
-    skip = max(lo - len(base), 0)
-    values = journal.appended(segments, text, after, version, skip, max(hi - len(base) - skip, 0))
-    if values is None:
-        return None  # extends since: an event is not one item
-    return base[lo:hi] + codec.decode_many(values)
+    if start < 0:
+        values = journal.appended(segments, text, after, version, start, -start)
+        if values is None:
+            return None
+        missing = -start - len(values)
+        return (base[max(len(base) - missing, 0):] if missing else []) + codec.decode_many(values)
+    items = base[start:stop]
+    if stop is None or stop > len(base):
+        skip = max(start - len(base), 0)
+        values = journal.appended(segments, text, after, version, skip, -1 if stop is None else max(stop - len(base) - skip, 0))
+        if values is None:
+            return None  # extends since: an event is not one item
+        items += codec.decode_many(values)
+    return items
 
 
 def _descend(found: Any, rest: Path) -> Any:

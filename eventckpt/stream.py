@@ -582,8 +582,9 @@ class CheckpointStore:
     def value(self, path: Any, version: int | None = None, *, start: int | None = None, stop: int | None = None) -> Any:
         """The value at `path` (a key or a tuple of keys and indices) at `version` (head when None),
         without restoring the rest of the state; PathError when there is none. With `start`/`stop`, only
-        those items of the list there: for a top-level list only appended to since it was last set (a
-        conversation), only they are read, so the newest messages of a long run cost what they hold."""
+        those items of the list there (a negative `start` without `stop`: the last -start items): for a
+        top-level list only appended to since it was last set (a conversation), only they are read, so
+        the newest messages of a long run cost what they hold."""
         from .partial import value
 
         return value(self, path, version, start, stop)

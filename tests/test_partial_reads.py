@@ -24,6 +24,8 @@ def _every_way(task: eventckpt.CheckpointStore, version: int) -> None:
             n = len(value)
             for start, stop in ((0, 3), (max(n - 4, 0), n), (n // 2, n // 2 + 5), (n + 2, n + 9), (0, None)):
                 assert task.value(key, version, start=start, stop=stop) == value[start:stop], (key, version, start, stop)
+            for back in (1, 3, n, n + 5):
+                assert task.value(key, version, start=-back) == value[-back:], (key, version, -back)
             for i in {0, n // 3, n - 1} if n else ():
                 assert task.value((key, i), version) == value[i]
         else:
@@ -102,7 +104,7 @@ def test_missing_things_raise(conversation: eventckpt.Store) -> None:
     with pytest.raises(eventckpt.PathError):
         task.value("step", 3, start=0, stop=2)  # not a list
     with pytest.raises(eventckpt.InvalidArgumentError):
-        task.value("messages", start=-1)
+        task.value("messages", start=-1, stop=3)
     with pytest.raises(eventckpt.VersionNotFoundError):
         task.events(0)
     with pytest.raises(eventckpt.StreamNotFoundError):

@@ -271,38 +271,42 @@ class Queries(Engine):
     def appended(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int, offset: int,
                  limit: int) -> list[str] | None:
         """The JSON values of the events at exactly `path` after event `after` through version `upto`, in
-        order, from the `offset`-th (0-based) on, at most `limit`; None when an extend lies in that range.
+        order: from the `offset`-th (0-based; a negative offset counts from the end, -1 being the last),
+        at most `limit` (-1: all); None when an extend lies in that range.
 
         For a window of a list that nothing but appends and extends changed since `after` (the caller
-        checks): without extends, the n-th event is the n-th item appended. The window's start is found
-        on the covering path index, counted from the nearer end of a segment's range, so no value before
-        the window is read; extends are looked up in events_reshaping.
+        checks): without extends, the n-th event is the n-th item appended. The window's first event is
+        found by stepping over the covering path index from the nearer end (no value before the window
+        is read, and nothing is counted unless the window starts in an earlier segment).
         """
-        out: list[str] = []
-        start: tuple[int, int] | None = None
-        for seg, lo, hi in clip(segments, after[0] - 1, upto):
-            args = (seg.stream_id, path, after[0], after[1], lo, hi)
+        parts = list(clip(segments, after[0] - 1, upto))
+        for seg, lo, hi in parts:
             if self._one(f"SELECT 1 FROM events AS e INDEXED BY events_reshaping WHERE e.stream_id = ? AND e.path = ?"
                          f" AND (e.version, e.seq) > (?, ?) AND e.version >= ? AND e.version <= ? AND {RESHAPING}"
-                         f" AND e.op = 'extend' LIMIT 1", args):
+                         f" AND e.op = 'extend' LIMIT 1", (seg.stream_id, path, after[0], after[1], lo, hi)):
                 return None
-            if len(out) >= limit:
+        order, skip = ("ASC", offset) if offset >= 0 else ("DESC", -offset - 1)
+        for i in range(len(parts)) if offset >= 0 else reversed(range(len(parts))):
+            seg, lo, hi = parts[i]
+            args = (seg.stream_id, path, after[0], after[1], lo, hi)
+            first = self._one(f"SELECT version, seq {_APPENDS} ORDER BY version {order}, seq {order} LIMIT 1 OFFSET ?",
+                              (*args, skip))
+            if first is None:  # the window starts in another segment
+                skip -= self._one(f"SELECT count(*) {_APPENDS}", args)[0]
                 continue
-            if start is None:
-                count = self._one(f"SELECT count(*) {_APPENDS}", args)[0]
-                if offset >= count:
-                    offset -= count
-                    continue
-                order, skip = ("ASC", offset) if offset <= count - 1 - offset else ("DESC", count - 1 - offset)
-                start = first = self._one(
-                    f"SELECT version, seq {_APPENDS} ORDER BY version {order}, seq {order} LIMIT 1 OFFSET ?", (*args, skip))
-            else:
-                first = (lo, 0)
-            out += [r[0] for r in self._rows(  # from `first` alone: SQLite seeks the first row-value bound only
-                "SELECT value FROM events INDEXED BY events_by_path WHERE stream_id = ? AND path = ?"
-                " AND (version, seq) >= (?, ?) AND version <= ? ORDER BY version, seq LIMIT ?",
-                (seg.stream_id, path, first[0], first[1], hi, limit - len(out)))]
-        return out
+            out: list[str] = []
+            for j, (seg, lo, hi) in enumerate(parts[i:]):
+                if limit != -1 and len(out) >= limit:
+                    break
+                begin = first if j == 0 else max((lo, 0), (after[0], after[1] + 1))
+                out += [r[0] for r in self._rows(  # from `begin` alone: SQLite seeks the first row-value bound only
+                    "SELECT value FROM events INDEXED BY events_by_path WHERE stream_id = ? AND path = ?"
+                    " AND (version, seq) >= (?, ?) AND version <= ? ORDER BY version, seq LIMIT ?",
+                    (seg.stream_id, path, begin[0], begin[1], hi, -1 if limit == -1 else limit - len(out)))]
+            return out
+        if offset < 0 and limit != 0:  # the window starts before the first event: from the first on
+            return self.appended(segments, path, after, upto, 0, -1 if limit == -1 else max(limit - skip - 1, 0))
+        return []
 
     # verify and stats
 

@@ -232,7 +232,7 @@ def state_tree(store: Store, task: CheckpointStore, version: int) -> dict[str, A
         length = task.length(key, version)
         if length is not None and length > shapes.INLINE_ITEMS:
             head = task.value(key, version, start=0, stop=shapes.HEAD_ITEMS)
-            tail = task.value(key, version, start=length - shapes.TAIL_ITEMS, stop=length)
+            tail = task.value(key, version, start=-shapes.TAIL_ITEMS)
             node = {"key": key, "path": shapes.path_text((key,)), "kind": "array", "size": length,
                     "children": builder.items((key,), length, list(enumerate(_plain(encode, head))),
                                               list(enumerate(_plain(encode, tail), length - shapes.TAIL_ITEMS)))}
