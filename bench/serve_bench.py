@@ -33,6 +33,7 @@ TARGET_MS = 200.0
 def routes(head: int) -> list[tuple[str, str]]:
     """(label, target) of every page and a JSON twin, at the head, the middle and the start of W."""
     mid, fork = head // 2, "w-fork"
+    span = min(10_000, head - mid)
     return [
         ("streams", "/streams"),
         ("streams.json", "/streams.json"),
@@ -50,7 +51,7 @@ def routes(head: int) -> list[tuple[str, str]]:
         ("history scratch.k05", "/s/w/history?path=scratch.k05"),
         ("history step (older page)", f"/s/w/history?path=step&until={mid}"),
         ("diff adjacent", f"/diff?a=w@{head - 1}&b=w@{head}"),
-        ("diff 10k apart", f"/diff?a=w@{mid}&b=w@{mid + 10_000}"),
+        (f"diff {span:,} apart", f"/diff?a=w@{mid}&b=w@{mid + span}"),
         ("diff across the fork", f"/diff?a=w@{head}&b={fork}@{mid + 5}"),
         ("search by name", "/search?name=checkpoint"),
         ("search by metadata", "/search?meta=node%3Dtools"),
