@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from . import diffing, ops, query, retention
+from . import diffing, ops, partial, query, retention
 from .checkpoint import Checkpoint, ForkOrigin, format_time, utc_now
 from .checks import added, check_added, check_new_name, check_options, check_task_id, check_usage, check_version
 from .commit import commit
@@ -25,7 +25,7 @@ from .transaction import Transaction
 
 if TYPE_CHECKING:
     from .diffing import Diff
-    from .query import HistoryEntry
+    from .query import HistoryEntry, VersionSize
     from .store import Store
 
 
@@ -373,3 +373,33 @@ class CheckpointStore:
         position); items appended over a long range are read on first access of a change's value.
         """
         return diffing.diff(self.core, self.task_id, a, b, live=live)
+
+    # -- reading parts of a state, and what versions wrote (eventckpt/partial.py, eventckpt/query.py) --
+
+    def keys(self, version: int | None = None) -> list[str]:
+        """The top-level keys of the state at `version` (head when None), without reading their values:
+        from the nearest snapshot's manifest and the events after it."""
+        return partial.keys(self.core, self.task_id, version)
+
+    def value(self, path: Any, version: int | None = None, *, start: int | None = None, stop: int | None = None) -> Any:
+        """The value at `path` (a key or a tuple of keys and indices) at `version` (head when None),
+        without restoring the rest of the state; PathError when there is none. With `start`/`stop`, only
+        those items of the list there (a negative `start` without `stop`: the last -start items): for a
+        top-level list only appended to since it was last set (a conversation), only they are read, so
+        the newest messages of a long run cost what they hold."""
+        return partial.value(self.core, self.task_id, path, version, start, stop)
+
+    def length(self, path: Any, version: int | None = None) -> int | None:
+        """The number of items of the list at `path` at `version` (head when None), None when no list is
+        there; counted on the path index without reading the items (for lists only appended to)."""
+        return partial.length(self.core, self.task_id, path, version)
+
+    def sizes(self, since: int = 1, until: int | None = None, *, limit: int | None = None) -> list[VersionSize]:
+        """`VersionSize(version, events, bytes)` of the lineage's versions since..until (head when None),
+        oldest first, at most `limit`: what each version wrote, from the version rows alone."""
+        return query.sizes(self.core, self.task_id, since, until, limit)
+
+    def events(self, version: int, *, limit: int | None = None) -> list[HistoryEntry]:
+        """The events of one version in order (at most `limit`), as `HistoryEntry` rows: what that
+        commit changed, path by path."""
+        return query.events(self.core, self.task_id, version, limit)

@@ -40,7 +40,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from .rows import (Commit, EventRow, HistoryRow, LangGraphRow, LogRow, MetaFilter, Segment, StreamRef, StreamRow,
-                   VersionRow)
+                   SummaryRow, VersionRow)
 
 
 class Journal(ABC):
@@ -322,6 +322,32 @@ class Journal(ABC):
     @abstractmethod
     def touched_below(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int) -> bool:
         """Whether any event below `path` lies after event `after` through version `upto`."""
+
+    # -- listings and partial reads (the viewer) ------------------------------------------------------
+
+    @abstractmethod
+    def stream_page(self, before_id: int | None, limit: int) -> list[SummaryRow]:
+        """At most `limit` streams with stream id < before_id (all when None), newest first, each with its
+        parent's and tree root's names and its own newest version row: O(limit)."""
+
+    @abstractmethod
+    def stream_tree(self, tree_id: int, limit: int | None) -> list[SummaryRow]:
+        """The streams of one tree (the root and every fork below it, at most `limit`), oldest first, as
+        stream_page gives them."""
+
+    @abstractmethod
+    def version_sizes(self, segments: Sequence[Segment], since: int, until: int,
+                      limit: int | None) -> list[tuple[int, int, int]]:
+        """(version, event count, event bytes) of the lineage's versions in since..until, oldest first, at
+        most `limit`, from the version rows alone."""
+
+    @abstractmethod
+    def appended(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int, offset: int,
+                 limit: int) -> list[str] | None:
+        """The JSON values of the events at exactly `path` after event `after` through version `upto`, in
+        order: from the `offset`-th (0-based; negative counts from the end, -1 the last), at most `limit`
+        (-1: all); None when an extend lies in that range (then an event is not one item). For a window of
+        a list only appended to since `after`: the caller checks that."""
 
     # -- verify, stats, the read-only sql command ----------------------------------------------------
 

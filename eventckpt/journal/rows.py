@@ -116,6 +116,18 @@ class HistoryRow(NamedTuple):
     created_at: str
 
 
+class SummaryRow(NamedTuple):
+    """A stream with its fork origin's and tree root's names, and its own newest version row (head,
+    created_at, usage; None when the stream has no version of its own)."""
+
+    stream: StreamRow
+    parent_name: str | None
+    root_name: str
+    head: int | None
+    head_created_at: str | None
+    head_usage: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class MetaFilter:
     """metadata[key] == value: `key` the top-level key, `path` its JSON path, `json` the value's JSON
