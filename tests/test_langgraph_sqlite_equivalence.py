@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -256,3 +257,44 @@ def test_the_stored_messages_are_appends_and_each_is_stored_once(tmp_path: Path)
     references = [w for w in writes if type(w[2]) is list and w[2][0] == "@"]
     assert len(references) > 20 and all(w[3] is None for w in references)
     assert bodies == 1  # "calling 7" is in the append event only
+
+
+def extend(state: list, writes: list) -> list:
+    """A DeltaChannel reducer: the state and a batch of writes, each a list of items."""
+    return state + [item for batch in writes for item in batch]
+
+
+class Deltas(TypedDict):
+    items: Annotated[list, DeltaChannel(extend, snapshot_frequency=3)]
+    n: int
+
+
+def test_a_delta_channel_graph_is_equal_at_every_step(tmp_path: Path) -> None:
+    """A graph whose list is a DeltaChannel (rebuilt from ancestors' writes via get_delta_channel_history)
+    has SqliteSaver's states at every checkpoint, over invokes and after an edit of an old checkpoint."""
+    def node(state: Deltas) -> dict[str, Any]:
+        return {"items": [{"n": state["n"]}], "n": state["n"] + 1}
+
+    def run_deltas(saver: BaseCheckpointSaver) -> list[Any]:
+        graph = StateGraph(Deltas)
+        graph.add_node("node", node)
+        graph.add_edge(START, "node")
+        graph.add_conditional_edges("node", lambda s: END if s["n"] % 7 == 0 else "node")
+        app = graph.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "d"}}
+        app.invoke({"items": [], "n": 0}, config, durability="sync")
+        app.invoke({"n": 1}, config, durability="sync")
+        old = [h for h in app.get_state_history(config) if h.values.get("n") == 4][0]
+        edited = app.update_state(old.config, {"items": [{"edited": True}]})
+        app.invoke(None, edited, durability="sync")
+        return [snapshot(h) for h in app.get_state_history(config)]
+
+    conn = sqlite3.connect(tmp_path / "sqlite.db", check_same_thread=False)
+    try:
+        expected = run_deltas(SqliteSaver(conn))
+    finally:
+        conn.close()
+    with EventCkptSaver(tmp_path / "eventckpt.db") as saver:
+        got = run_deltas(saver)
+    assert len(expected) > 20 and max(len(h["values"].get("items", [])) for h in expected) >= 10
+    assert got == expected

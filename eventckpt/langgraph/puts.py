@@ -171,29 +171,42 @@ class Put:
         length = prev.length
         if length is None or type(value) is not list or len(value) <= length:
             return False
-        parts = self._written(name, value, length) if self.loop else None
+        parts = self._written(name, len(value) - length) if self.loop else None
         if parts is None and not self._same_start(value, prev):
             return False
         encoded = self.values.encode_items(value[length:], prev.encoding)
         if encoded is None:
             return False
         items, body = encoded
+        if parts is not None:
+            references = self._references(parts, value, length, items, prev.encoding)
+            if references is None and not self._same_start(value, prev):
+                return False
+            plan.references.extend(references or ())
         plan.appends[key] = (length, items)
         if prev.encoding is not None:
             plan.keep.add(SERDE + key)
         plan.channels[name] = Channel(prev.encoding, length + len(items), value)
         plan.blobs[name] = (EXTEND, body, len(items))
-        if parts is None:
-            return True
+        return True
+
+    def _references(self, parts: list[tuple[str, int, Write, list[Any]]], value: list[Any], length: int,
+                    items: list[Any], encoding: Any) -> list[tuple[str, int, list[Any]]] | None:
+        """References for the writes whose items the tail is (the written objects themselves, or items
+        stored alike: a resumed run applies the writes it read back); None when the tail is not theirs."""
+        out = []
         offset = 0
-        for task_id, idx, write, count in parts:
+        for task_id, idx, write, written in parts:
+            count = len(written)
             single = type(write.live) is not list
             mine = items[offset : offset + count]
-            if write.encoding == prev.encoding and write.stored == (mine[0] if single else mine):
-                plan.references.append(
-                    (task_id, idx, reference(self.checkpoint_id, prev.length, offset, count, single, prev.encoding)))
+            alike = write.encoding == encoding and write.stored == (mine[0] if single else mine)
+            if alike:
+                out.append((task_id, idx, reference(self.checkpoint_id, length, offset, count, single, encoding)))
+            elif any(value[length + offset + i] is not item for i, item in enumerate(written)):
+                return None
             offset += count
-        return True
+        return out
 
     @staticmethod
     def _same_start(value: list[Any], prev: Channel) -> bool:
@@ -206,13 +219,13 @@ class Put:
             return True
         return len(given) == length and value[:length] == given
 
-    def _written(self, name: str, value: list[Any], length: int) -> list[tuple[str, int, Write, int]] | None:
-        """(task id, idx, write, number of items) of the parent's writes to the channel in writes order,
-        when the list is the old one followed by exactly their items; else None."""
+    def _written(self, name: str, grown: int) -> list[tuple[str, int, Write, list[Any]]] | None:
+        """(task id, idx, write, its items) of the parent's writes to the channel in writes order, when
+        they hold exactly `grown` items; else None."""
         writes = self.thread.writes if self.thread is not None else None
         if not writes:
             return None
-        parts, items = [], []
+        parts, total = [], 0
         for task_id, task in sorted(writes.items(), key=lambda kv: (kv[1].path, kv[0])):
             for idx in sorted(task.writes):
                 write = task.writes[idx]
@@ -220,12 +233,7 @@ class Put:
                     continue
                 if not write.is_live:
                     return None
-                mine = write.live if type(write.live) is list else [write.live]
-                parts.append((task_id, idx, write, len(mine)))
-                items.extend(mine)
-        if not items or len(value) != length + len(items):
-            return None
-        for i, item in enumerate(items, length):
-            if value[i] is not item:
-                return None
-        return parts
+                items = write.live if type(write.live) is list else [write.live]
+                parts.append((task_id, idx, write, items))
+                total += len(items)
+        return parts if total == grown else None
