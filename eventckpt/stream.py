@@ -495,6 +495,7 @@ class CheckpointStore:
         expected_version: int | None = None,
         checkpoint_id: str | None = None,
         appends: Mapping[str, tuple[int, list[Any]]] | None = None,
+        edits: Sequence[ops.Event] = (),
         created_at: str | None = None,
     ) -> Checkpoint:
         """Commit the head state with the top-level keys in `changes` replaced, as the next version;
@@ -503,7 +504,8 @@ class CheckpointStore:
         says changed however large the rest of the state is; a changed list that grew at its end is one
         append. `appends` maps a key holding a list to (its length the caller knows, items to append):
         the items are appended without comparing anything, and a key holding anything else than a list
-        of that length is a PathError. `created_at` (eventckpt's stored form, `...Z`) is the version's time instead of now.
+        of that length is a PathError. `edits` are events below kept keys (a dict's key set or deleted),
+        applied as they are once checked to fit the head (else PathError). `created_at` (eventckpt's stored form, `...Z`) is the version's time instead of now.
 
         Every change below a key in `plain` must be plain JSON (`Codec.is_plain`), else
         SerializationError and nothing is written: a caller that encodes other values its own way
@@ -532,6 +534,11 @@ class CheckpointStore:
                 if items:
                     out.append(ops.Event(ops.APPEND, (key,), items[0]) if len(items) == 1
                                else ops.Event(ops.EXTEND, (key,), items))
+            for event in edits:
+                if len(event.path) < 2 or event.path[0] in state:
+                    raise PathError(event.path, "an edit must lie below a key that is not also changed")
+                ops.resolve(head, event.op, event.path)
+                out.append(event)
             out.extend(ops.diff({k: head[k] for k in state if k in head}, state))
             if plain_keys:
                 for event in out:

@@ -3,9 +3,10 @@
 `get_tuple` of a thread's newest checkpoint is what LangGraph calls at the start of every invoke. Its
 channel values must be fresh objects (nothing returned may alias what the saver keeps), and building
 them from the store's decoded state would walk every message in Python. The cache keeps each channel
-as the bytes one parser call turns into a fresh value: plain JSON for orjson, the serde's msgpack for
-the serde (exactly what SqliteSaver hands the serde for its whole checkpoint). A list keeps its items'
-bytes joined, so a put that appends to it extends the bytes instead of serializing the list again.
+as the bytes one parser call turns into a fresh value: msgpack, unpacked by ormsgpack for a plain JSON
+value and by the serde for anything else (exactly what SqliteSaver hands the serde for its whole
+checkpoint). A list keeps its items' bytes joined, so a put that appends to it extends the bytes instead
+of serializing the list again.
 
 An entry is keyed by stream id and version: a version's state never changes and stream ids are never
 reused, so an entry is never stale; at most `size` threads are kept (least recently used first out).
@@ -18,46 +19,44 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+import ormsgpack
 
 from ..codec import quiet_gc
-from .values import TREE_ENCODING, array_header, pack
+from .values import TREE_ENCODING, array_header, pack, packed_items
 
-JSON, MSGPACK = "json", "msgpack"
+PLAIN, MSGPACK = "plain", "msgpack"
 
 
 @dataclass(slots=True)
 class Blob:
-    """One channel's value: `kind` is "json", or the serde type its bytes are for. `count` is not None
-    when `body` holds a list's items (JSON items joined by commas, or msgpack items back to back)."""
+    """One channel's value: `kind` is "plain" (msgpack of plain JSON data), or the serde type its bytes
+    are for. `count` is not None when `body` holds a list's items (msgpack items back to back)."""
 
     kind: str
     body: bytes | bytearray
     count: int | None = None
 
     def value(self, serde: Any) -> Any:
-        if self.kind == JSON:
-            return orjson.loads(self.body if self.count is None else b"[" + self.body + b"]")
-        if self.count is None:
-            return serde.loads_typed((self.kind, bytes(self.body)))
-        return serde.loads_typed((MSGPACK, array_header(self.count) + self.body))
+        data = self.body if self.count is None else array_header(self.count) + self.body
+        if self.kind == PLAIN:
+            return ormsgpack.unpackb(data)
+        return serde.loads_typed((self.kind, bytes(data)))
 
     def extended(self, items: bytes, count: int) -> Blob:
         """This list with `count` items (given as their joined bytes) appended. The body is grown in
         place: the entry holding this blob is replaced by the one holding the result."""
         body = self.body if type(self.body) is bytearray else bytearray(self.body)
-        if self.kind == JSON and self.count and count:
-            body += b","
         body += items
         return Blob(self.kind, body, (self.count or 0) + count)
 
 
 def blob_of(stored: Any, encoding: list[str] | None, data: bytes | None = None) -> Blob:
-    """The blob of a value as the state stores it (`data`: its serde bytes, when already known)."""
+    """The blob of a value as the state stores it (`data`: its serde bytes, when already known).
+    ormsgpack.MsgpackEncodeError when a plain value cannot be packed (a lone surrogate)."""
     if encoding is None:
         if type(stored) is list:
-            return Blob(JSON, orjson.dumps(stored)[1:-1], len(stored))
-        return Blob(JSON, orjson.dumps(stored))
+            return Blob(PLAIN, packed_items(ormsgpack.packb(stored)), len(stored))
+        return Blob(PLAIN, ormsgpack.packb(stored))
     if encoding == TREE_ENCODING and type(stored) is list:
         return Blob(MSGPACK, b"".join(map(pack, stored)), len(stored))
     return Blob(encoding[0], data if data is not None else (pack(stored) if encoding == TREE_ENCODING else stored))
@@ -102,6 +101,10 @@ class Heads:
         self._entries.clear()
 
 
-def entry_of(version: int, channels: Mapping[str, tuple[Any, list[str] | None]]) -> Entry:
-    """An entry built from a decoded state's channels: {name: (stored value, encoding)}."""
-    return Entry(version, {name: blob_of(stored, encoding) for name, (stored, encoding) in channels.items()})
+def entry_of(version: int, channels: Mapping[str, tuple[Any, list[str] | None]]) -> Entry | None:
+    """An entry built from a decoded state's channels: {name: (stored value, encoding)}; None when a value
+    cannot be packed."""
+    try:
+        return Entry(version, {name: blob_of(stored, encoding) for name, (stored, encoding) in channels.items()})
+    except (ormsgpack.MsgpackEncodeError, TypeError):
+        return None

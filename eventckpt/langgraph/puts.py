@@ -30,24 +30,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import ormsgpack
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint
 
+from ..ops import DELETE, Event
+from ..ops import SET as SET_OP
+from ..paths import addressable
 from .heads import Blob, Entry, blob_of
 from .layout import OVERFLOW, SERDE, channel_key
 from .values import TREE_ENCODING, Encoded, Values
 from .writes import TaskWrites, Write, reference
 
 KEEP, EXTEND, SET = "keep", "extend", "set"
+_MISSING: Any = object()
 
 
 @dataclass(slots=True)
 class Channel:
     """How a stored checkpoint holds one channel: its encoding, its length when it is a list, and the
-    list object the put that stored it was given (None when not known)."""
+    list or plain dict object the put that stored it was given with its size then (None when not known)."""
 
     encoding: list[str] | None
     length: int | None
-    given: list[Any] | None = None
+    given: list[Any] | dict[str, Any] | None = None
+    size: int = 0
 
 
 @dataclass(slots=True)
@@ -71,6 +77,7 @@ class Plan:
 
     changes: dict[str, Any] = field(default_factory=dict)
     appends: dict[str, tuple[int, list[Any]]] = field(default_factory=dict)
+    edits: list[Event] = field(default_factory=list)
     keep: set[str] = field(default_factory=set)
     unchecked: set[str] = field(default_factory=set)
     channels: dict[str, Channel] = field(default_factory=dict)
@@ -80,12 +87,15 @@ class Plan:
 
     def entry(self, version: int, previous: Entry | None) -> Entry | None:
         """The head cache entry of the version this plan committed (None when it would need channels
-        of a previous entry that is not cached)."""
+        of a previous entry that is not cached, or a value cannot be packed)."""
         channels: dict[str, Blob] = {}
         for name, action in self.blobs.items():
             if action[0] == SET:
                 encoded: Encoded = action[1]
-                channels[name] = blob_of(encoded.stored, encoded.encoding, encoded.data)
+                try:
+                    channels[name] = blob_of(encoded.stored, encoded.encoding, encoded.data)
+                except (ormsgpack.MsgpackEncodeError, TypeError):
+                    return None
                 continue
             old = previous.channels.get(name) if previous is not None else None
             if old is None:
@@ -127,7 +137,8 @@ class Put:
                     plan.keep.add(SERDE + key)
                 plan.channels[name] = prev
                 plan.blobs[name] = (KEEP,)
-            elif not (prev is not None and name in self.new_versions and self._append(plan, key, name, value, prev)):
+            elif not (prev is not None and name in self.new_versions
+                      and (self._append(plan, key, name, value, prev) or self._merge(plan, key, name, value, prev))):
                 self._set(plan, key, name, value)
         plan.overflow = frozenset(overflow)
         if overflow:
@@ -156,8 +167,12 @@ class Put:
         if encoded.encoding is not None:
             plan.changes[SERDE + key] = encoded.encoding
         listed = type(encoded.stored) is list and (encoded.encoding is None or encoded.encoding == TREE_ENCODING)
-        plan.channels[name] = Channel(encoded.encoding, len(encoded.stored) if listed else None,
-                                      value if listed and type(value) is list else None)
+        if listed:
+            given = value if type(value) is list else None
+        else:
+            given = value if type(value) is dict and encoded.encoding is None else None
+        plan.channels[name] = Channel(encoded.encoding, len(encoded.stored) if listed else None, given,
+                                      len(given) if given is not None else 0)
         plan.blobs[name] = (SET, encoded)
 
     def _encoded_value(self, name: str, value: Any) -> Encoded:
@@ -186,8 +201,28 @@ class Put:
         plan.appends[key] = (length, items)
         if prev.encoding is not None:
             plan.keep.add(SERDE + key)
-        plan.channels[name] = Channel(prev.encoding, length + len(items), value)
+        plan.channels[name] = Channel(prev.encoding, length + len(items), value, len(value))
         plan.blobs[name] = (EXTEND, body, len(items))
+        return True
+
+    def _merge(self, plan: Plan, key: str, name: str, value: Any, prev: Channel) -> bool:
+        """Store a plain dict as the keys that changed since the dict the previous put was given: those
+        whose value is another object now (a reducer merging dicts keeps the others' objects)."""
+        given = prev.given
+        if self.strict or type(value) is not dict or type(given) is not dict or value is given or len(given) != prev.size:
+            return False
+        changed = [k for k, v in value.items() if given.get(k, _MISSING) is not v]
+        removed = [k for k in given if k not in value]
+        if len(changed) + len(removed) > max(8, len(value) // 2):
+            return False
+        if not all(type(k) is str and k[:1] != "$" and addressable(k) for k in (*changed, *removed)):
+            return False
+        plan.edits.extend(Event(SET_OP, (key, k), value[k]) for k in changed)
+        plan.edits.extend(Event(DELETE, (key, k)) for k in removed)
+        plan.keep.add(key)
+        plan.unchecked.add(key)  # the store checks that the new values are plain JSON
+        plan.channels[name] = Channel(None, None, value, len(value))
+        plan.blobs[name] = (SET, Encoded(value, None))
         return True
 
     def _references(self, parts: list[tuple[str, int, Write, list[Any]]], value: list[Any], length: int,

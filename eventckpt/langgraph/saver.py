@@ -54,7 +54,7 @@ from .layout import OVERFLOW, SERDE, channel_key, tree_name
 from .puts import Channel, Plan, Put, Thread
 from .replay import states_at
 from .values import TREE_ENCODING, Values
-from .writes import TaskWrites, Write, encode_writes, is_reference, parse_row, replaces, resolve, row_text
+from .writes import TaskWrites, Write, encode_writes, is_reference, parse_row, referred, replaces, resolve, row_text
 
 _CHUNK = 256  # checkpoints whose states one listing builds at once (memory stays bounded)
 _ATTEMPTS = 6
@@ -195,7 +195,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                           for v, s in states_at(self.store, name, vs).items()}
                 decoded = self.store.codec.decode_many([text for row in chunk for text in (row.metadata or "{}",
                                                                                            row.writes or "[]")])
-                references = self._references(chunk, decoded[1::2])
+                references = self._references(chunk, decoded[1::2], states, items)
                 tuples = []
                 for row, record, writes in zip(chunk, decoded[::2], decoded[1::2], strict=True):
                     stored = _stored_channels(states[(row.stream, row.version)])
@@ -209,7 +209,9 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                   returned: dict[str, Any]) -> None:
         """Cache a thread's newest checkpoint just read, and what the next put on it needs to know
         (`returned`: the values handed out, whose lists the next put's lists will start with)."""
-        self._heads.put(row.stream_id, entry_of(row.version, stored))
+        entry = entry_of(row.version, stored)
+        if entry is not None:
+            self._heads.put(row.stream_id, entry)
         key = (row.thread_id, row.checkpoint_ns)
         with self._memory.cond:
             known = self._memory.thread(key)
@@ -221,17 +223,38 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                     listed = type(value) is list and encoding in (None, TREE_ENCODING)
                     given = returned.get(name)
                     channels[name] = Channel(encoding, len(value) if listed else None,
-                                             given if listed and type(given) is list else None)
+                                             given if listed and type(given) is list else None,
+                                             len(given) if listed and type(given) is list else 0)
             overflow = frozenset(name for name in stored if channel_key(name) is None)
             self._memory.remember(key, Thread(row.checkpoint_id, row.stream, row.stream_id, row.version, channels,
                                               overflow, {} if not writes else None))
 
-    def _references(self, rows: Sequence[LangGraphRow], writes: Sequence[Any]) -> dict[int, Any]:
-        """The values of the references among the rows' pending writes (see writes.py)."""
+    def _references(self, rows: Sequence[LangGraphRow], writes: Sequence[Any],
+                    states: Mapping[tuple[str, int], dict[str, Any]] | None = None,
+                    items: dict[int, Any] | None = None) -> dict[int, Any]:
+        """The values of the references among the rows' pending writes (see writes.py): from `states`
+        (a listing's, by stream and version) when they hold the checkpoint referred to, else read."""
         wanted = [(row.thread_id, row.checkpoint_ns, entry[1], entry[2])
                   for row, tasks in zip(rows, writes, strict=True) for _, entries in tasks for entry in entries
                   if is_reference(entry[2])]
-        return resolve(self.store, self._values, wanted) if wanted else {}
+        if not wanted:
+            return {}
+        out: dict[int, Any] = {}
+        if states:
+            values = self._values
+            where = {(r.thread_id, r.checkpoint_ns, r.checkpoint_id): (r.stream, r.version) for r in rows}
+            rest = []
+            for thread_id, ns, channel, ref in wanted:
+                state = states.get(where.get((thread_id, ns, ref[1])))  # type: ignore[arg-type]
+                found = referred(state, channel, ref) if state is not None else None
+                if found is None:
+                    rest.append((thread_id, ns, channel, ref))
+                else:
+                    out[id(ref)] = values.decode(found[0], ref[6]) if ref[5] else values.decode(found, ref[6], items)
+            wanted = rest
+        if wanted:
+            out.update(resolve(self.store, self._values, wanted))
+        return out
 
     def _tuple(self, row: LangGraphRow, channels: dict[str, Any], record: dict[str, Any], writes: Any,
                values: Values, references: Mapping[int, Any]) -> CheckpointTuple:
@@ -311,7 +334,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                     cp = self.store.stream(stream).update(
                         plan.changes, keep=plan.keep, plain=plan.unchecked, metadata=record,
                         expected_version=expected, checkpoint_id=checkpoint_id, appends=plan.appends,
-                        created_at=created_at)
+                        edits=plan.edits, created_at=created_at)
                     if common:
                         self._reference(key, thread, plan)
             except BaseException as exc:

@@ -23,7 +23,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import ormsgpack
 
 from ..codec import Codec
@@ -80,13 +79,16 @@ class Values:
         return Encoded(data, [type_, BYTES], data)
 
     def encode_items(self, items: list[Any], encoding: list[str] | None) -> tuple[list[Any], bytes] | None:
-        """Items to append to a list stored with `encoding`: (their stored forms, their bytes joined as
-        they sit inside the whole list's serialization: JSON items with commas, or msgpack items), or
-        None when they cannot be stored that way (then the whole list is encoded again)."""
+        """Items to append to a list stored with `encoding`: (their stored forms, their msgpack as it sits
+        inside the whole list's: plain data packed by ormsgpack, anything else by the serde), or None when
+        they cannot be stored that way (then the whole list is encoded again)."""
         if encoding is None:
             if not self.codec.is_plain(items):
                 return None
-            return items, orjson.dumps(items)[1:-1]
+            try:
+                return items, packed_items(ormsgpack.packb(items))
+            except (ormsgpack.MsgpackEncodeError, TypeError):  # a lone surrogate: the store refuses it too
+                return None
         if encoding != TREE_ENCODING:
             return None
         try:
@@ -99,7 +101,7 @@ class Values:
         tree = _tree(data)
         if type(tree) is not list or len(tree) != len(items):
             return None
-        return tree, data[_array_header_size(data):]
+        return tree, packed_items(data)
 
     def decode(self, stored: Any, encoding: Any, items: dict[int, tuple[Any, Any]] | None = None) -> Any:
         """The value stored with `encoding`. With `items` (a cache shared by one listing), a msgpack
@@ -139,9 +141,10 @@ def array_header(count: int) -> bytes:
     return b"\xdd" + count.to_bytes(4, "big")
 
 
-def _array_header_size(data: bytes) -> int:
+def packed_items(data: bytes) -> bytes:
+    """The items of a packed msgpack array, back to back (the array without its header)."""
     first = data[0]
-    return 1 if 0x90 <= first <= 0x9F else 3 if first == 0xDC else 5
+    return data[1 if 0x90 <= first <= 0x9F else 3 if first == 0xDC else 5 :]
 
 
 def pack(tree: Any) -> bytes:

@@ -69,8 +69,9 @@ class TaskWrites:
 def encode_writes(values: Values, writes: Sequence[tuple[str, Any]]) -> dict[int, Write]:
     """A task's writes by idx (LangGraph's special channels have fixed negative idx)."""
     out = {}
+    plain = values.codec.is_plain([value for _, value in writes])  # the common case, in one walk
     for idx, (channel, value) in enumerate(writes):
-        stored, encoding = values.encode(value, channel)
+        stored, encoding = (value, None) if plain else values.encode(value, channel)
         out[WRITES_IDX_MAP.get(channel, idx)] = Write(channel, encoding, stored, value)
     return out
 
@@ -86,6 +87,8 @@ def parse_row(codec: Codec, text: str) -> dict[int, Write]:
 
 def row_text(codec: Codec, writes: dict[int, Write]) -> str:
     """[[idx, channel, encoding, value], ...] by idx, as JSON; plain values are written as they are."""
+    if all(w.encoding is None or is_reference(w.encoding) for w in writes.values()):  # one orjson call
+        return orjson.dumps([[idx, w.channel, w.encoding, w.stored] for idx, w in sorted(writes.items())]).decode()
     parts = []
     for idx in sorted(writes):
         w = writes[idx]
@@ -103,6 +106,17 @@ def reference(child: str, length: int, offset: int, count: int, single: bool, en
 
 
 # -- reading references back ------------------------------------------------------------------------
+
+
+def referred(state: dict[str, Any], channel: str, ref: list[Any]) -> list[Any] | None:
+    """The stored items a reference names, taken from the referred checkpoint's state (None when the
+    state does not hold them)."""
+    _, _, length, offset, count, _, _ = ref
+    key = channel_key(channel)
+    whole = state.get(key) if key is not None else None
+    if type(whole) is not list or len(whole) < length + offset + count:
+        return None
+    return whole[length + offset : length + offset + count]
 
 
 def resolve(store: Store, values: Values, wanted: Iterable[tuple[str, str, str, list[Any]]], *,
@@ -152,10 +166,8 @@ def _items(store: Store, thread_id: str, ns: str, channel: str, ref: list[Any], 
             items = items[offset : offset + count]
     if items is None:  # not the child's own plain append: read the child's state
         stream, version = where[child]
-        state = states_at(store, stream, [version])[version]
-        whole = state.get(key)
-        if type(whole) is not list or len(whole) < length + offset + count:
+        items = referred(states_at(store, stream, [version])[version], channel, ref)
+        if items is None:
             raise CorruptStoreError(f"checkpoint {child!r} of thread {thread_id!r} lacks the items a pending "
                                     f"write refers to in {channel!r}")
-        items = whole[length + offset : length + offset + count]
     return items
