@@ -18,6 +18,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 
 from eventckpt.langgraph import EventCkptSaver
+from tests.langgraph_graphs import extend
 
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -118,16 +119,21 @@ def run(saver: BaseCheckpointSaver) -> dict[str, Any]:
     return out
 
 
-def test_equal_states_at_every_step(tmp_path: Path) -> None:
-    """Streamed values, the whole history (after an interrupt, a resume, an edit of an old checkpoint and
-    a subgraph) and every stored write are equal between SqliteSaver and EventCkptSaver."""
+def on_both(tmp_path: Path, scenario: Any) -> tuple[Any, Any]:
+    """(what `scenario(saver)` gives on SqliteSaver, what it gives on EventCkptSaver), each on a new file."""
     conn = sqlite3.connect(tmp_path / "sqlite.db", check_same_thread=False)
     try:
-        expected = run(SqliteSaver(conn))
+        expected = scenario(SqliteSaver(conn))
     finally:
         conn.close()
     with EventCkptSaver(tmp_path / "eventckpt.db") as saver:
-        got = run(saver)
+        return expected, scenario(saver)
+
+
+def test_equal_states_at_every_step(tmp_path: Path) -> None:
+    """Streamed values, the whole history (after an interrupt, a resume, an edit of an old checkpoint and
+    a subgraph) and every stored write are equal between SqliteSaver and EventCkptSaver."""
+    expected, got = on_both(tmp_path, run)
     assert len(expected["streamed"]) >= 15 and len(expected["history"]) >= 15
     assert got["streamed"] == expected["streamed"]
     assert got["history"] == expected["history"]
@@ -259,11 +265,6 @@ def test_the_stored_messages_are_appends_and_each_is_stored_once(tmp_path: Path)
     assert bodies == 1  # "calling 7" is in the append event only
 
 
-def extend(state: list, writes: list) -> list:
-    """A DeltaChannel reducer: the state and a batch of writes, each a list of items."""
-    return state + [item for batch in writes for item in batch]
-
-
 class Deltas(TypedDict):
     items: Annotated[list, DeltaChannel(extend, snapshot_frequency=3)]
     n: int
@@ -289,12 +290,6 @@ def test_a_delta_channel_graph_is_equal_at_every_step(tmp_path: Path) -> None:
         app.invoke(None, edited, durability="sync")
         return [snapshot(h) for h in app.get_state_history(config)]
 
-    conn = sqlite3.connect(tmp_path / "sqlite.db", check_same_thread=False)
-    try:
-        expected = run_deltas(SqliteSaver(conn))
-    finally:
-        conn.close()
-    with EventCkptSaver(tmp_path / "eventckpt.db") as saver:
-        got = run_deltas(saver)
+    expected, got = on_both(tmp_path, run_deltas)
     assert len(expected) > 20 and max(len(h["values"].get("items", [])) for h in expected) >= 10
     assert got == expected

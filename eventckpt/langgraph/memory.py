@@ -23,7 +23,7 @@ from .puts import Thread
 from .writes import TaskWrites
 
 WAIT = 0.05  # seconds a put waits for writes it can tell are missing
-_REMEMBERED = 1024  # namespaces remembered (a namespace holds its last list objects alive)
+_REMEMBERED = 256  # namespaces remembered (each holds the list and dict objects of its last put alive)
 _EARLY = 64  # checkpoints whose writes arrived before their put returned
 
 
