@@ -8,6 +8,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -235,3 +236,35 @@ def test_the_newest_checkpoint_is_read_from_memory_as_fresh_objects(saver: Event
     with EventCkptSaver(saver.store.path) as fresh:
         assert third == fresh.get_tuple(config).checkpoint["channel_values"] == second.checkpoint["channel_values"]
     assert third["messages"][1].content == "answer 1" and len(third["messages"]) == 13
+
+
+def test_reading_the_newest_checkpoint_while_a_graph_runs_sees_whole_states(saver: EventCkptSaver) -> None:
+    """Readers on other threads always get a whole checkpoint from the cache, however the puts of a running
+    graph grow it: every read's log holds exactly one line per step of that checkpoint, and a cached
+    checkpoint read after later puts grew its bytes in place still holds only its own items."""
+    run(saver, 3)
+    first = saver.get_tuple({"configurable": {"thread_id": "t"}})
+    stream_id = saver.store._journal.stream("langgraph:t").id
+    cached = saver._heads.get(stream_id, saver.store.stream("langgraph:t").version)
+    done = threading.Event()
+    problems: list[Any] = []
+
+    def read() -> None:
+        config = {"configurable": {"thread_id": "t"}}
+        while not done.is_set():
+            values = saver.get_tuple(config).checkpoint["channel_values"]
+            if [e["n"] for e in values["log"]] != list(range(1, values["step"] + 1)):
+                problems.append(values)
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for r in readers:
+        r.start()
+    try:
+        app = agent_graph(150).compile(checkpointer=saver)
+        assert app.invoke({"log": []}, {"configurable": {"thread_id": "t"}, "recursion_limit": 200})["step"] == 150
+    finally:
+        done.set()
+        for r in readers:
+            r.join()
+    assert problems == []
+    assert cached is not None and cached.values(saver.serde) == first.checkpoint["channel_values"]

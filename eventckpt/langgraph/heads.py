@@ -14,6 +14,7 @@ reused, so an entry is never stale; at most `size` threads are kept (least recen
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,17 +36,25 @@ class Blob:
     kind: str
     body: bytes | bytearray
     count: int | None = None
+    size: int = -1  # the bytes of `body` that are this blob's (a later blob may have grown it)
+
+    def __post_init__(self) -> None:
+        if self.size < 0:
+            self.size = len(self.body)
 
     def value(self, serde: Any) -> Any:
-        data = self.body if self.count is None else array_header(self.count) + self.body
+        body = self.body[: self.size] if type(self.body) is bytearray else self.body
+        data = body if self.count is None else array_header(self.count) + body
         if self.kind == PLAIN:
             return ormsgpack.unpackb(data)
         return serde.loads_typed((self.kind, bytes(data)))
 
     def extended(self, items: bytes, count: int) -> Blob:
-        """This list with `count` items (given as their joined bytes) appended. The body is grown in
-        place: the entry holding this blob is replaced by the one holding the result."""
-        body = self.body if type(self.body) is bytearray else bytearray(self.body)
+        """This list with `count` items (given as their joined bytes) appended. The bytes are appended
+        in place, after this blob's own: it keeps reading what it held (a reader on another thread may
+        still hold it), and the appending costs what was appended."""
+        body = self.body if type(self.body) is bytearray and len(self.body) == self.size else bytearray(
+            self.body[: self.size])
         body += items
         return Blob(self.kind, body, (self.count or 0) + count)
 
@@ -75,30 +84,35 @@ class Entry:
 
 
 class Heads:
-    """At most `size` entries, by stream id."""
+    """At most `size` entries, by stream id (thread-safe)."""
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
         self._entries: OrderedDict[int, Entry] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, stream_id: int, version: int) -> Entry | None:
-        entry = self._entries.get(stream_id)
-        if entry is None or entry.version != version:
-            return None
-        self._entries.move_to_end(stream_id)
-        return entry
+        with self._lock:
+            entry = self._entries.get(stream_id)
+            if entry is None or entry.version != version:
+                return None
+            self._entries.move_to_end(stream_id)
+            return entry
 
     def put(self, stream_id: int, entry: Entry) -> None:
-        self._entries[stream_id] = entry
-        self._entries.move_to_end(stream_id)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
+        with self._lock:
+            self._entries[stream_id] = entry
+            self._entries.move_to_end(stream_id)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
 
     def drop(self, stream_id: int) -> None:
-        self._entries.pop(stream_id, None)
+        with self._lock:
+            self._entries.pop(stream_id, None)
 
     def clear(self) -> None:
-        self._entries.clear()
+        with self._lock:
+            self._entries.clear()
 
 
 def entry_of(version: int, channels: Mapping[str, tuple[Any, list[str] | None]]) -> Entry | None:
