@@ -138,7 +138,7 @@ class RawSQL:
     def execute(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         if self.kind == "sqlite":
             return self.conn.execute(sql, args).fetchall()
-        cur = self.conn.execute(sql.replace("?", "%s"), args)
+        cur = self.conn.execute(sql.replace("?", "%s"), args) if args else self.conn.execute(sql)
         return [tuple(r) for r in cur.fetchall()] if cur.description else []
 
     def one(self, sql: str, args: tuple[Any, ...] = ()) -> Any:

@@ -149,8 +149,10 @@ class LangGraphRow:
     stream: str  # the name of the stream holding its version
     version: int
     metadata: str | None
-    parent_id: str | None  # the checkpoint id of the previous version of its lineage
+    parent_id: str | None  # the parent the put named, else the checkpoint id of the lineage's previous version
     writes: str | None  # JSON array of [task id, [[idx, channel, encoding, value], ...]] in writes order
+    stream_id: int
+    created_at: str
 
 class VersionTaken(Exception):
     """Signal, not an error for callers: another writer created this version first (the primary key
