@@ -37,6 +37,7 @@ from .cli_output import (
 )
 from .checkpoint import format_time
 from .errors import EventCkptError
+from .journal import is_postgres
 
 
 class _UsageError(click.ClickException):
@@ -87,7 +88,7 @@ class StoreTarget(click.ParamType):
         self.path = click.Path(dir_okay=False, exists=exists)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and value.startswith(("postgresql://", "postgres://")):
+        if is_postgres(value):
             return value
         return self.path.convert(value, param, ctx)
 
@@ -400,7 +401,7 @@ def import_(path: str, source: Any, as_json: bool) -> None:
         done += n
         progress(done, size)
 
-    local = not path.startswith(("postgresql://", "postgres://"))  # a database is one transaction: nothing to undo
+    local = not is_postgres(path)  # a database is one transaction: nothing to undo
     existed = local and os.path.exists(path)
     fresh = local and (not existed or os.path.getsize(path) == 0)
     try:
@@ -523,11 +524,11 @@ def serve(path: str, host: str, port: int, open_browser: bool, verbose: bool) ->
 
 
 @main.command()
-@click.argument("path", metavar="STORE", type=click.Path(dir_okay=False))
+@click.argument("path", metavar="STORE", type=StoreTarget(exists=False))
 @click.option("--steps", default=8, show_default=True, type=click.IntRange(min=3), help="How many agent steps to simulate.")
 def demo(path: str, steps: int) -> None:
-    """Run a short simulated agent on a single-file store and show its log, a time-travel restore, a diff
-    and a fork.
+    """Run a short simulated agent on a store (a file, created if missing, or a postgresql:// URL) and show
+    its log, a time-travel restore, a diff and a fork.
 
     It writes the streams `demo` and `demo-retry`; when the file already has a stream by either name, it
     writes `demo-2` and `demo-2-retry` (or `demo-3`, ...) instead: it never changes or deletes what is there.
@@ -577,9 +578,13 @@ def demo(path: str, steps: int) -> None:
         click.echo(f"diff {name}@{task.version} -> {branch.task_id}@{branch.version}:")
         for change in task.diff(task.version, (branch.task_id, branch.version)):
             click.echo("  " + change_line(change, 90))
-    size = os.path.getsize(path)
-    click.echo(f"\nfile: {path}, {size:,} bytes. Try: eventckpt history {path} {name} scratch.best_fare\n"
-               f"  or: sqlite3 {path} \"SELECT version, name, input_tokens FROM checkpoints WHERE stream = '{name}'\"")
+    query = f"SELECT version, name, input_tokens FROM checkpoints WHERE stream = '{name}'"
+    if is_postgres(path):
+        click.echo(f"\nstore: {path}. Try: eventckpt history {path} {name} scratch.best_fare\n"
+                   f"  or: psql {path} -c \"{query.replace('checkpoints', 'eventckpt.checkpoints')}\"")
+    else:
+        click.echo(f"\nfile: {path}, {os.path.getsize(path):,} bytes. Try: eventckpt history {path} {name} "
+                   f"scratch.best_fare\n  or: sqlite3 {path} \"{query}\"")
 
 
 def _demo_name(store: eventckpt.Store) -> str:
