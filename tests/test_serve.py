@@ -1,5 +1,5 @@
-"""`eventckpt serve` over HTTP: every route and its JSON twin on a real store file served by a real
-server, stored strings rendered as text, 404s and 400s, static files that cannot escape their folder,
+"""`eventckpt serve` over HTTP: every route and its JSON twin on a real store (a file, and a PostgreSQL
+database) served by a real server, stored strings rendered as text, 404s and 400s, static files that cannot escape their folder,
 no route that writes, other hosts refused, and the file unchanged (bytes and directory) after a run."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -24,6 +25,8 @@ from click.testing import CliRunner
 import eventckpt
 from eventckpt.cli import main
 from eventckpt.serve import serving
+
+from .engines import ENGINES, TARGETS
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(2)>'
@@ -50,15 +53,21 @@ def _build(path: Path) -> None:
                 tx.append("items", {"i": i, "text": f"item {i}"})
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+@pytest.fixture(scope="module", params=ENGINES)
+def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
     """The viewer of a store holding the demo, a stream of hostile strings with a fork, and a long list,
-    in a file whose name holds markup too; yields (base URL, file)."""
-    folder = tmp_path_factory.mktemp("serve")
-    path = folder / "a<i>b.db"
+    on each engine (on SQLite in a file whose name holds markup too); yields (base URL, store)."""
+    if request.param == "postgresql":
+        path: Any = TARGETS.take("postgresql")
+    else:
+        path = tmp_path_factory.mktemp("serve") / "a<i>b.db"
     _build(path)
-    with serving(str(path)) as server:
-        yield server.url, path
+    try:
+        with serving(str(path)) as server:
+            yield server.url, path
+    finally:
+        if request.param == "postgresql":
+            TARGETS.give_back(path)
 
 
 def get(base: str, target: str, *, method: str = "GET", host: str | None = None) -> tuple[int, dict[str, str], bytes]:
@@ -94,7 +103,7 @@ def s(name: str) -> str:
     return quote(name, safe="").replace(".", "%2E")
 
 
-def test_streams_page(site: tuple[str, Path]) -> None:
+def test_streams_page(site: tuple[str, Any]) -> None:
     """The streams page lists every stream with head, fork origin, last commit and tokens, and draws each
     tree's fork graph with links to streams and versions; its twin has the same data."""
     base, _ = site
@@ -115,7 +124,7 @@ def test_streams_page(site: tuple[str, Path]) -> None:
     assert {r["stream"] for r in rest["streams"]}.isdisjoint({r["stream"] for r in older["streams"]})
 
 
-def test_timeline_page(site: tuple[str, Path]) -> None:
+def test_timeline_page(site: tuple[str, Any]) -> None:
     """A stream's timeline lists versions newest first (name, auto/manual, metadata, tokens, events,
     bytes), paged both ways, with SVG plots of tokens and event bytes and the fork graph."""
     base, _ = site
@@ -134,7 +143,7 @@ def test_timeline_page(site: tuple[str, Path]) -> None:
     assert second["versions"][0]["version"] == 201 and second["newer"] and second["older"]
 
 
-def test_version_page(site: tuple[str, Path]) -> None:
+def test_version_page(site: tuple[str, Any]) -> None:
     """A version shows its checkpoint, the state tree, its events, the diff from the previous version,
     previous/next links and copyable fork/rollback commands; a pinned path shows its value and history."""
     base, path = site
@@ -149,8 +158,8 @@ def test_version_page(site: tuple[str, Path]) -> None:
     assert changed["$.scratch.best_fare"] == {"kind": "changed", "path": "$.scratch.best_fare", "old": 111, "new": 102}
     keys = {c["key"]: c for c in data["state"]["children"]}
     assert keys["step"]["value"] == 6 and keys["messages"]["size"] == 7
-    assert data["commands"]["rollback"] == f"eventckpt rollback '{path}' demo 7"
-    assert data["commands"]["fork"] == f"eventckpt fork '{path}' demo@7 --name demo-v7"
+    assert data["commands"]["rollback"] == f"eventckpt rollback {shlex.quote(str(path))} demo 7"
+    assert data["commands"]["fork"] == f"eventckpt fork {shlex.quote(str(path))} demo@7 --name demo-v7"
     pinned = twin(base, "/s/demo/v/7.json?pin=scratch.best_fare")["pin"]
     assert pinned["value"] == 102 and [e["version"] for e in pinned["history"]] == [7, 4]
     assert "Pinned" in page(base, "/s/demo/v/7?pin=scratch.best_fare")
@@ -160,7 +169,7 @@ def test_version_page(site: tuple[str, Path]) -> None:
     assert fork["prev_version"] == 3 and {c["key"] for c in fork["state"]["children"]} >= {"plan", "messages"}
 
 
-def test_long_lists_show_their_ends_and_page_the_rest(site: tuple[str, Path]) -> None:
+def test_long_lists_show_their_ends_and_page_the_rest(site: tuple[str, Any]) -> None:
     """A long list shows its first and last items with a gap linking to its own page, which pages through
     the items (also as JSON)."""
     base, _ = site
@@ -178,7 +187,7 @@ def test_long_lists_show_their_ends_and_page_the_rest(site: tuple[str, Path]) ->
     assert root["node"]["size"] == 2
 
 
-def test_history_diff_and_search_pages(site: tuple[str, Path]) -> None:
+def test_history_diff_and_search_pages(site: tuple[str, Any]) -> None:
     """History pages end at whole versions; diff compares any two versions (across forks too) and pages
     its changes; search finds checkpoints by name and by metadata across streams."""
     base, _ = site
@@ -208,7 +217,7 @@ PAGES = ["/", "/s/{e}", "/s/{e}/v/1", "/s/{e}/v/3", "/s/{e}/v/2?pin=n", "/s/{e}/
 
 
 @pytest.mark.parametrize("target", PAGES)
-def test_stored_strings_render_as_text(site: tuple[str, Path], target: str) -> None:
+def test_stored_strings_render_as_text(site: tuple[str, Any], target: str) -> None:
     """Markup in stream names, checkpoint names, metadata keys and values, state keys and values, paths
     and the store's file name reaches the page as text (escaped), never as markup; the JSON twin carries
     the strings exactly."""
@@ -227,7 +236,7 @@ def test_stored_strings_render_as_text(site: tuple[str, Path], target: str) -> N
         assert orjson.dumps(EVIL).decode()[1:-1] in text or "a<i>b.db" in text
 
 
-def test_escaping_reaches_every_evil_string(site: tuple[str, Path]) -> None:
+def test_escaping_reaches_every_evil_string(site: tuple[str, Any]) -> None:
     """The hostile stream's version page holds each stored string escaped: its name, checkpoint name,
     metadata, a state key and value, and the commands quote them for a shell."""
     base, path = site
@@ -237,10 +246,10 @@ def test_escaping_reaches_every_evil_string(site: tuple[str, Path]) -> None:
     data = twin(base, f"/s/{s(EVIL)}/v/1.json")
     assert data["checkpoint"]["name"] == EVIL and data["checkpoint"]["metadata"] == {"node": EVIL, KEY: 1}
     assert {c["key"] for c in data["state"]["children"]} == {"messages", KEY, "n"}
-    assert data["commands"]["rollback"].startswith(f"eventckpt rollback '{path}' '{EVIL}'".replace("'evil", "'evil"))
+    assert data["commands"]["rollback"].startswith(f"eventckpt rollback {shlex.quote(str(path))} '{EVIL}'")
 
 
-def test_missing_things_are_404(site: tuple[str, Path]) -> None:
+def test_missing_things_are_404(site: tuple[str, Any]) -> None:
     """Unknown routes, streams and versions are a 404 page saying what is missing (a JSON 404 for .json
     routes), never an empty page."""
     base, _ = site
@@ -255,7 +264,7 @@ def test_missing_things_are_404(site: tuple[str, Path]) -> None:
         assert data["status"] == 404 and data["error"], target
 
 
-def test_bad_parameters_are_400(site: tuple[str, Path]) -> None:
+def test_bad_parameters_are_400(site: tuple[str, Any]) -> None:
     """Parameters that cannot be read are a 400 saying which."""
     base, _ = site
     for target in ("/s/demo?n=abc", "/s/demo?before=-1", "/s/demo/history", "/s/demo/v/3?pin=a[", "/streams?n=0",
@@ -268,7 +277,7 @@ def test_bad_parameters_are_400(site: tuple[str, Path]) -> None:
                                     "/static/..%2f..%2fpyproject.toml", "/static//etc/passwd", "/static/%2fetc%2fpasswd",
                                     "/static/%2Fetc%2Fhostname", "/static/", "/static/app.js/..", "/static/nope.js",
                                     "/static/..", "/../static/app.js/../../server.py"])
-def test_static_files_cannot_escape(site: tuple[str, Path], target: str) -> None:
+def test_static_files_cannot_escape(site: tuple[str, Any], target: str) -> None:
     """A static route serves only the files shipped in the package's static folder: '..', encoded dots and
     slashes and absolute paths find nothing."""
     base, _ = site
@@ -277,7 +286,7 @@ def test_static_files_cannot_escape(site: tuple[str, Path], target: str) -> None
     assert b"import" not in body and b"root:" not in body
 
 
-def test_static_files_are_served(site: tuple[str, Path]) -> None:
+def test_static_files_are_served(site: tuple[str, Any]) -> None:
     """The script, styles and icon are served with their types; pages load nothing from elsewhere."""
     base, _ = site
     for name, kind in (("app.js", "text/javascript"), ("app.css", "text/css"), ("favicon.svg", "image/svg+xml")):
@@ -289,14 +298,14 @@ def test_static_files_are_served(site: tuple[str, Path]) -> None:
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
-def test_no_route_writes(site: tuple[str, Path], method: str) -> None:
+def test_no_route_writes(site: tuple[str, Any], method: str) -> None:
     """Every method but GET and HEAD is refused with 405."""
     base, _ = site
     code, headers, _ = get(base, "/s/demo/v/3", method=method)
     assert code == 405 and headers["allow"] == "GET, HEAD"
 
 
-def test_head_and_server_timing(site: tuple[str, Path]) -> None:
+def test_head_and_server_timing(site: tuple[str, Any]) -> None:
     """HEAD answers like GET without a body; every answer says its server time."""
     base, _ = site
     code, headers, body = get(base, "/s/demo", method="HEAD")
@@ -304,7 +313,7 @@ def test_head_and_server_timing(site: tuple[str, Path]) -> None:
     assert headers["server-timing"].startswith("app;dur=")
 
 
-def test_other_hosts_are_refused(site: tuple[str, Path]) -> None:
+def test_other_hosts_are_refused(site: tuple[str, Any]) -> None:
     """A request naming another host (a page elsewhere rebinding its name to 127.0.0.1) is refused; the
     loopback names are served."""
     base, _ = site
