@@ -16,6 +16,7 @@ import orjson
 import eventckpt
 from eventckpt.checkpoint import format_time, utc_now
 from eventckpt.integrity import ROOT
+from eventckpt.journal.sqlite import configure
 from harness import Recorder, Unavailable
 from workload import Step, event_rows, initial_scratch, steps
 
@@ -131,7 +132,7 @@ class Bare:
         eventckpt.open(path).close()  # the same schema and file settings
         self.conn = apsw.Connection(path)
         self.conn.execute("PRAGMA journal_mode = WAL").fetchall()
-        self.conn.execute(f"PRAGMA synchronous = {SYNCHRONOUS[self.durability]}")
+        configure(self.conn, self.durability)  # the store's own connection settings (foreign keys included)
 
     def close(self) -> None:
         if self.conn is not None:

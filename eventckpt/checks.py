@@ -37,6 +37,12 @@ def check_new_name(task_id: Any) -> str:
     return task_id
 
 
+def plain_text(text: str) -> bool:
+    """Whether a name can be stored as text on every engine: valid UTF-8 (no lone surrogate) without NUL
+    (PostgreSQL's text cannot hold it)."""
+    return "\x00" not in text and encodable(text)
+
+
 def check_version(name: str, value: Any) -> int:
     if type(value) is not int:
         raise InvalidArgumentError(name, value, "must be an int")
@@ -57,16 +63,22 @@ def is_number(value: Any) -> bool:
 def check_added(counters: Any) -> dict[str, int | float]:
     """Amounts to add to usage counters: str names, numbers that are not negative (a counter counts what
     was spent; to correct a total, save the totals with token_usage=)."""
-    if not isinstance(counters, Mapping):
+    if type(counters) is not dict and not isinstance(counters, Mapping):
         raise InvalidArgumentError("add_usage", counters, "must be a mapping of counter name to number")
     for key, n in counters.items():
-        if type(key) is not str or not encodable(key):
-            raise InvalidArgumentError("add_usage", key, "counter names are str (valid UTF-8)")
+        if key not in _COUNTER_NAMES:  # names repeat every step: each is checked once
+            if type(key) is not str or not plain_text(key):
+                raise InvalidArgumentError("add_usage", key, "counter names are str (valid UTF-8, without NUL)")
+            if len(_COUNTER_NAMES) < 1024:
+                _COUNTER_NAMES.add(key)
         check_number(key, n)
         if n < 0:
             raise InvalidArgumentError(key, n, "usage only adds up: an amount to add is not negative"
                                        " (to lower a total, save the totals with token_usage=)")
     return dict(counters)
+
+
+_COUNTER_NAMES: set[str] = set()
 
 
 def added(prev: dict[str, int | float], amounts: dict[str, int | float]) -> dict[str, int | float]:
@@ -85,8 +97,8 @@ def check_usage(token_usage: Any) -> dict[str, int | float] | None:
         raise InvalidArgumentError("token_usage", token_usage, "must be a mapping of counter name to number")
     out = {}
     for key, n in token_usage.items():
-        if type(key) is not str or not encodable(key):
-            raise InvalidArgumentError("token_usage", token_usage, f"counter names are str (valid UTF-8), not {key!r}")
+        if type(key) is not str or not plain_text(key):
+            raise InvalidArgumentError("token_usage", token_usage, f"counter names are str (valid UTF-8, without NUL), not {key!r}")
         check_number(f"token_usage[{key!r}]", n)
         out[key] = n
     return out
@@ -94,17 +106,18 @@ def check_usage(token_usage: Any) -> dict[str, int | float] | None:
 
 def check_options(*, metadata: Any, name: Any, auto: Any, expected_version: Any, checkpoint_id: Any) -> None:
     """The options every commit takes."""
-    if metadata is not None and not (isinstance(metadata, Mapping) and all(type(k) is str for k in metadata)):
-        raise InvalidArgumentError("metadata", metadata, "must be a mapping with str keys")
-    if name is not None and (type(name) is not str or len(name) > MAX_NAME or not encodable(name)):
-        raise InvalidArgumentError("name", name, f"must be a str of at most {MAX_NAME} characters (valid UTF-8)")
+    if metadata is not None and not (isinstance(metadata, Mapping)
+                                     and all(type(k) is str and "\x00" not in k for k in metadata)):
+        raise InvalidArgumentError("metadata", metadata, "must be a mapping with str keys (without NUL)")
+    if name is not None and (type(name) is not str or len(name) > MAX_NAME or not plain_text(name)):
+        raise InvalidArgumentError("name", name, f"must be a str of at most {MAX_NAME} characters (valid UTF-8, without NUL)")
     if type(auto) is not bool:
         raise InvalidArgumentError("auto", auto, "must be a bool")
     if expected_version is not None and (type(expected_version) is not int or expected_version < 0):
         raise InvalidArgumentError("expected_version", expected_version, "must be a non-negative int")
     if checkpoint_id is not None and (
-        type(checkpoint_id) is not str or not checkpoint_id or len(checkpoint_id) > MAX_NAME or not encodable(checkpoint_id)
+        type(checkpoint_id) is not str or not checkpoint_id or len(checkpoint_id) > MAX_NAME or not plain_text(checkpoint_id)
     ):
         raise InvalidArgumentError(
-            "checkpoint_id", checkpoint_id, f"must be a non-empty str of at most {MAX_NAME} characters (valid UTF-8)"
+            "checkpoint_id", checkpoint_id, f"must be a non-empty str of at most {MAX_NAME} characters (valid UTF-8, without NUL)"
         )

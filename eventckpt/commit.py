@@ -232,12 +232,14 @@ def apply_events(
     Returns the journal rows (op, path, JSON bytes) and their value bytes.
     """
     rows: list[tuple[str, str, bytes | None]] = []
-    state, observe = head.state, head.tracker.observe
+    state, observe, apply = head.state, head.tracker.observe, ops.apply
     total = 0
     for seq, event in enumerate(events):
         if check_paths:  # recorded operations: value already encoded and copied
             op, path, value, raw = event
-            path = ops.resolve(state, op, path)
+            # A top-level set always fits the state (a dict); anything else is checked against it
+            if op != ops.SET or len(path) != 1:
+                path = ops.resolve(state, op, path)
             if raw is None and op != ops.DELETE:
                 raw = orjson.dumps(value)
         else:  # diff events carry the caller's objects: encode now, keep our own copy
@@ -249,7 +251,7 @@ def apply_events(
                     raw, value = codec.encode_copy(caller_value)
                 except SerializationError as exc:
                     raise SerializationError(path + exc.path, exc.reason, exc.type_name) from None
-        ops.apply(state, op, path, value)
+        apply(state, op, path, value)
         if op == ops.INCR and not codec.allow_nan:
             _check_sum(state, path)
         size = len(raw) if raw is not None else 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,15 +69,15 @@ class Core:
 
     # -- sessions ---------------------------------------------------------------------------------
 
-    @contextmanager
-    def session(self) -> Iterator[Journal]:
+    def session(self) -> AbstractContextManager[Journal]:
         """A journal for this thread (the same one again when the thread is already in a session)."""
         if self.closed:
             raise StoreClosedError()
-        with self.backend.session() as journal:
-            if self.closed:
-                raise StoreClosedError()
-            yield journal
+        return self.backend.session(self._open)
+
+    def _open(self) -> None:
+        if self.closed:  # closed while this thread waited for the journal
+            raise StoreClosedError()
 
     @contextmanager
     def batch(self) -> Iterator[Journal]:

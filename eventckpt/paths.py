@@ -133,7 +133,7 @@ _NORMALIZED: dict[str, Path] = {}
 
 def normalize(path: object) -> Path:
     """A caller's path: str path text (see `parse`), or a tuple/list of keys and list indices."""
-    if type(path) is str:  # paths repeat every step; tuples are not cached (("a", True) == ("a", 1))
+    if type(path) is str:  # paths repeat every step
         hit = _NORMALIZED.get(path)
         if hit is None:
             hit = parse(path)
@@ -141,7 +141,22 @@ def normalize(path: object) -> Path:
                 _NORMALIZED.clear()
             _NORMALIZED[path] = hit
         return hit
+    if type(path) is tuple:
+        # Only tuples of str keys are cached: ("a", True) == ("a", 1), so a tuple holding an index could
+        # find another's entry, while a key equal to a str key is that str.
+        known = _KEYS.get(path)
+        if known is not None:
+            return known
+        parts = _normalize(path)
+        if all(type(key) is str for key in parts):
+            if len(_KEYS) > _CACHE_LIMIT:
+                _KEYS.clear()
+            _KEYS[parts] = parts
+        return parts
     return _normalize(path)
+
+
+_KEYS: dict[Path, Path] = {}
 
 
 def _normalize(path: object) -> Path:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .checks import MAX_NAME, plain_text
 from .errors import InvalidArgumentError, SerializationError
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from .codec import Codec
     from .stream import CheckpointStore
 
-MAX_NAME = 1024
 Reverse = Callable[[dict[str, Any], Any], Any]
 # What the journal stores per call: call_id, name, arguments JSON, result JSON or None, error or None, undoes
 ToolRow = tuple[str, str, str, "str | None", "str | None", "str | None"]
@@ -62,7 +62,9 @@ class ToolCall:
 
 
 def describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    """'ExceptionType: message', storable on every engine (a NUL or lone surrogate in the message is escaped)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return text if plain_text(text) else text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode()
 
 
 def encode_calls(codec: Codec, calls: Iterable[ToolCall] | None) -> list[ToolRow]:
@@ -76,16 +78,19 @@ def encode_calls(codec: Codec, calls: Iterable[ToolCall] | None) -> list[ToolRow
     for i, call in enumerate(calls):
         if not isinstance(call, ToolCall):
             raise InvalidArgumentError("tool_calls", call, "each item must be a ToolCall")
-        if type(call.name) is not str or not call.name or len(call.name) > MAX_NAME:
-            raise InvalidArgumentError("tool_calls", call.name, f"a tool name is a non-empty str of at most {MAX_NAME} characters")
-        if type(call.call_id) is not str or not call.call_id or len(call.call_id) > MAX_NAME or call.call_id in seen:
-            raise InvalidArgumentError("tool_calls", call.call_id, "a call_id is a non-empty str, unique among the calls of one save")
+        if type(call.name) is not str or not call.name or len(call.name) > MAX_NAME or not plain_text(call.name):
+            raise InvalidArgumentError("tool_calls", call.name, f"a tool name is a non-empty str of at most {MAX_NAME} characters"
+                                       " (valid UTF-8, without NUL)")
+        if (type(call.call_id) is not str or not call.call_id or len(call.call_id) > MAX_NAME or call.call_id in seen
+                or not plain_text(call.call_id)):
+            raise InvalidArgumentError("tool_calls", call.call_id, "a call_id is a non-empty str (valid UTF-8, without NUL),"
+                                       " unique among the calls of one save")
         seen.add(call.call_id)
         if not isinstance(call.arguments, Mapping) or not all(type(k) is str for k in call.arguments):
             raise InvalidArgumentError("tool_calls", call.arguments, "arguments are a mapping with str keys")
         for label, text in (("error", call.error), ("undoes", call.undoes)):
-            if text is not None and type(text) is not str:
-                raise InvalidArgumentError("tool_calls", text, f"{label} must be a str or None")
+            if text is not None and (type(text) is not str or not plain_text(text)):
+                raise InvalidArgumentError("tool_calls", text, f"{label} must be a str (valid UTF-8, without NUL) or None")
         try:
             arguments = codec.encode_text(dict(call.arguments))
             result = codec.encode_text(call.result) if call.error is None else None

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -506,18 +506,10 @@ class Backend(ABC):
     def __init__(self) -> None:
         self._local = threading.local()
 
-    @contextmanager
-    def session(self) -> Iterator[Journal]:
-        current = getattr(self._local, "journal", None)
-        if current is not None:
-            yield current
-            return
-        with self.acquire() as journal:
-            self._local.journal = journal
-            try:
-                yield journal
-            finally:
-                self._local.journal = None
+    def session(self, check: Callable[[], None] | None = None) -> Session:
+        """This thread's journal for a `with` block; `check()` runs once the journal is held (to refuse a
+        store closed while the thread waited for it)."""
+        return Session(self, self._local, check)
 
     @abstractmethod
     def acquire(self) -> AbstractContextManager[Journal]:
@@ -526,3 +518,34 @@ class Backend(ABC):
     @abstractmethod
     def close(self) -> None:
         """Close every connection (idempotent)."""
+
+
+class Session:
+    """What Backend.session() returns. A class rather than a generator: every call of the API enters one,
+    and a generator-based context manager costs several times as much."""
+
+    __slots__ = ("_backend", "_local", "_check", "_held")
+
+    def __init__(self, backend: Backend, local: threading.local, check: Callable[[], None] | None) -> None:
+        self._backend, self._local, self._check = backend, local, check
+        self._held: AbstractContextManager[Journal] | None = None
+
+    def __enter__(self) -> Journal:
+        journal: Journal | None = getattr(self._local, "journal", None)
+        if journal is None:  # the thread's outermost session: take a journal
+            held = self._held = self._backend.acquire()
+            journal = held.__enter__()
+            self._local.journal = journal
+        if self._check is not None:
+            try:
+                self._check()
+            except BaseException as exc:
+                self.__exit__(type(exc), exc, exc.__traceback__)
+                raise
+        return journal
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            self._local.journal = None
+            held.__exit__(kind, exc, tb)

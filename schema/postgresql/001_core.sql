@@ -15,6 +15,16 @@
 
 CREATE SCHEMA IF NOT EXISTS eventckpt;
 
+-- PostgreSQL's json operators (->, #>, jsonb casts) refuse a whole document as soon as it holds the escape
+-- \u0000 anywhere (text cannot hold NUL), and eventckpt stores values with NUL characters as JSON does.
+-- Every query that looks inside stored JSON reads it through json_safe(), which writes each NUL escape
+-- (one preceded by an even number of backslashes) as \ufffe. eventckpt's JSON (orjson's) writes every
+-- character but the controls as itself, never as \ufffe, so the change can be undone exactly: the journal
+-- turns \ufffe back into \u0000 in what it reads (eventckpt/journal/postgres/engine.py, with_nul).
+CREATE FUNCTION eventckpt.json_safe(doc text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CASE WHEN strpos(doc, '\u0000') = 0 THEN doc
+                ELSE regexp_replace(doc, '(?<!\\)((?:\\\\)*)\\u0000', '\1\\ufffe', 'g') END $$;
+
 -- The store's identity and schema version (the ladder reads and locks this row).
 CREATE TABLE eventckpt.store_info (
     id             integer PRIMARY KEY CHECK (id = 1),

@@ -26,7 +26,7 @@ BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO eventckpt.metadata_index (tree_id, key, value, stream_id, version)
         SELECT NEW.tree_id, e.key, e.value, NEW.stream_id, NEW.version
-        FROM jsonb_each(NEW.metadata::jsonb) AS e
+        FROM jsonb_each(eventckpt.json_safe(NEW.metadata)::jsonb) AS e
         WHERE jsonb_typeof(e.value) = 'string' OR (jsonb_typeof(e.value) = 'number' AND e.value::text ~ '^-?[0-9]+$')
         ON CONFLICT DO NOTHING;
         RETURN NEW;

@@ -32,7 +32,7 @@ CREATE TABLE eventckpt.langgraph_moved (
 );
 
 -- delete_for_runs finds a run's checkpoints by the run_id LangGraph puts in their metadata.
-CREATE INDEX versions_by_run_id ON eventckpt.versions ((metadata::jsonb #>> '{metadata,run_id}'))
-    WHERE metadata IS NOT NULL AND (metadata::jsonb #>> '{metadata,run_id}') IS NOT NULL;
+CREATE INDEX versions_by_run_id ON eventckpt.versions ((eventckpt.json_safe(metadata)::jsonb #>> '{metadata,run_id}'))
+    WHERE metadata IS NOT NULL AND (eventckpt.json_safe(metadata)::jsonb #>> '{metadata,run_id}') IS NOT NULL;
 
 UPDATE eventckpt.store_info SET schema_version = 4;

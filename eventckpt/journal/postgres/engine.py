@@ -118,6 +118,17 @@ def migrate(conn: psycopg.Connection[Any], target: str, readonly: bool = False, 
     raise errors.SchemaError(target, "the schema could not be applied (other processes kept changing it)")
 
 
+_SAFE_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\ufffe")
+
+
+def with_nul(text: str | None) -> str | None:
+    """JSON text read through eventckpt.json_safe() (schema 001) with its NUL escapes back: each \\ufffe
+    escape that json_safe wrote is \\u0000 again (eventckpt's own JSON never writes \\ufffe as an escape)."""
+    if text is None or "\\ufffe" not in text:
+        return text
+    return _SAFE_NUL.sub(r"\1\\u0000", text)
+
+
 # -- error translation (the one boundary) ---------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ from .tables import S_COLS, SEGS, V_COLS, segs
 # The parent is the previous version of the lineage (see the SQLite journal's langgraph.py).
 _LG_CHECKPOINTS = """
 SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id, s.name, c.version, v.metadata,
-  coalesce(v.metadata::json ->> 'parent',
+  coalesce(eventckpt.json_safe(v.metadata)::json ->> 'parent',
     (SELECT coalesce(
         (SELECT p.checkpoint_id FROM eventckpt.checkpoint_ids AS p
           WHERE p.tree_id = c.tree_id AND p.stream_id = a.id AND p.version = a.version),
@@ -92,7 +92,7 @@ class LangGraphTables(Engine):
                 where.append(f"{column} {test} %({name})s")
                 args[name] = value
         for i, (path, value) in enumerate(metadata):
-            where.append(f"(v.metadata::jsonb #> %(mp{i})s) = %(mv{i})s::jsonb")
+            where.append(f"(eventckpt.json_safe(v.metadata)::jsonb #> %(mp{i})s) = eventckpt.json_safe(%(mv{i})s)::jsonb")
             args[f"mp{i}"], args[f"mv{i}"] = [str(k) for k in relative_parts(path)], value
         rows = self._rows(_LG_CHECKPOINTS.format(where=" AND ".join(where) or "TRUE"), args)
         return [LangGraphRow(*r[:4], int(r[4]), *r[5:8], int(r[8]), r[9]) for r in rows]
@@ -187,7 +187,7 @@ class LangGraphTables(Engine):
             "SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id FROM eventckpt.versions AS v"
             " JOIN eventckpt.checkpoint_ids AS c ON c.tree_id = v.tree_id AND c.stream_id = v.stream_id AND c.version = v.version"
             " JOIN eventckpt.langgraph_threads AS t ON t.tree_id = v.tree_id"
-            " WHERE v.metadata IS NOT NULL AND (v.metadata::jsonb #>> '{metadata,run_id}') = ANY(%s)", (list(run_ids),))]
+            " WHERE v.metadata IS NOT NULL AND (eventckpt.json_safe(v.metadata)::jsonb #>> '{metadata,run_id}') = ANY(%s)", (list(run_ids),))]
 
     def tree_streams(self, root: StreamRef) -> list[StreamRow]:
         return [StreamRow(*r) for r in self._rows(

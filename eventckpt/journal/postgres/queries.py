@@ -16,7 +16,7 @@ import psycopg
 from ... import errors
 from ...paths import child_ranges, relative_parts
 from ..rows import EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRef, StreamRow, SummaryRow, clip
-from .engine import Engine
+from .engine import Engine, with_nul
 from .tables import S_COLS, SEGS, segs
 
 RESHAPING = "(e.op IN ('delete', 'truncate', 'extend') OR (e.op = 'set' AND left(e.value, 1) = '['))"
@@ -63,17 +63,16 @@ def _version_source(name: str | None, auto: bool | None, meta: Sequence[MetaFilt
     elif driver is not None:
         source = ("eventckpt.metadata_index AS m JOIN eventckpt.versions AS v ON v.tree_id = m.tree_id"
                   " AND v.stream_id = m.stream_id AND v.version = m.version")
-        where += ["m.key = %(mkey)s", "m.value = %(mvalue)s::jsonb"]
+        where += ["m.key = %(mkey)s", "m.value = eventckpt.json_safe(%(mvalue)s)::jsonb"]
         args["mkey"], args["mvalue"] = driver.key, driver.json
     else:
         source = "eventckpt.versions AS v"
     if auto is not None:
         where.append("v.auto = %(auto)s")
         args["auto"] = int(auto)
-    for i, m in enumerate(meta):
-        if m is not driver:
-            where.append(f"(v.metadata::json -> %(mk{i})s)::text = %(mv{i})s")
-            args[f"mk{i}"], args[f"mv{i}"] = m.key, m.json
+    for i, m in enumerate(meta):  # the indexed value too: jsonb holds \ufffe and a NUL alike (json_safe)
+        where.append(f"(eventckpt.json_safe(v.metadata)::json -> %(mk{i})s)::text = eventckpt.json_safe(%(mv{i})s)")
+        args[f"mk{i}"], args[f"mv{i}"] = m.key, m.json
     return source, where, args
 
 
@@ -119,13 +118,13 @@ class Queries(Engine):
                                    {**span, "a": start, "b": stop})
             for text, rel, is_list in ancestors:
                 ops = f"{RESHAPING} AND e.op <> 'extend'" if is_list else "e.op IN ('set', 'delete')"
-                more += self._rows(_HISTORY.format(value="CASE e.op WHEN 'set' THEN (e.value::json #> %(rel)s)::text"
+                more += self._rows(_HISTORY.format(value="CASE e.op WHEN 'set' THEN (eventckpt.json_safe(e.value)::json #> %(rel)s)::text"
                                                          " ELSE e.value END", where=f"e.path = %(path)s AND {ops}"),
                                    {**span, "path": text, "rel": json_path(rel)})
             if more:
                 rows += more
                 rows.sort(key=lambda r: (r[1], r[2]), reverse=True)
-            out.extend(HistoryRow(*r) for r in (rows if wanted is None else rows[:wanted]))
+            out.extend(HistoryRow(*r[:5], with_nul(r[5]), r[6]) for r in (rows if wanted is None else rows[:wanted]))
         return out
 
     # history: the append or extend that created a list item
@@ -153,7 +152,7 @@ class Queries(Engine):
                 "SELECT x.stream_id, x.version, x.seq, x.op, x.path,"
                 " CASE WHEN x.op = 'set' AND json_typeof(x.part) = 'array' THEN json_array_length(x.part) END,"
                 " x.op = 'set' AND strpos(x.value, '{\"$') > 0"
-                " FROM (SELECT e.*, CASE WHEN e.op = 'set' THEN e.value::json #> %s END AS part FROM eventckpt.events AS e"
+                " FROM (SELECT e.*, CASE WHEN e.op = 'set' THEN eventckpt.json_safe(e.value)::json #> %s END AS part FROM eventckpt.events AS e"
                 " WHERE e.tree_id = %s AND e.stream_id = %s AND e.path = %s AND e.version BETWEEN %s AND %s"
                 " AND e.op IN ('set', 'delete')) AS x ORDER BY x.version, x.seq",
                 (json_path(rel), seg.tree_id, seg.stream_id, path, lo, hi))]
@@ -256,13 +255,13 @@ class Queries(Engine):
         owner = next(s for s in segments if s.lo <= version <= s.hi)
         row = self._one(
             "SELECT json_typeof(x.part), CASE WHEN json_typeof(x.part) = 'array' THEN json_array_length(x.part) END,"
-            " x.part::text, strpos(x.value, '{\"$') > 0 FROM (SELECT e.value, e.value::json #> %s AS part"
+            " x.part::text, strpos(x.value, '{\"$') > 0 FROM (SELECT e.value, eventckpt.json_safe(e.value)::json #> %s AS part"
             " FROM eventckpt.events AS e WHERE e.tree_id = %s AND e.stream_id = %s AND e.version = %s AND e.seq = %s) AS x",
             (json_path(rel), owner.tree_id, owner.stream_id, version, seq))
         if row is None:
             return None, None, None, False
         kind, length, part, tagged = row
-        return _sqlite_type(kind, part), length, part if text else None, bool(tagged)
+        return _sqlite_type(kind, part), length, with_nul(part) if text else None, bool(tagged)
 
     def touched_below(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int) -> bool:
         for seg, lo, hi in clip(segments, after[0] - 1, upto):
@@ -367,7 +366,7 @@ class Queries(Engine):
                 f"SELECT DISTINCT x.stream_id, x.version FROM eventckpt.{table} AS x WHERE NOT EXISTS (SELECT 1 FROM"
                 " eventckpt.versions AS v WHERE v.tree_id = x.tree_id AND v.stream_id = x.stream_id AND v.version = x.version)")]
         expected = ("SELECT v.tree_id, e.key, e.value, v.stream_id, v.version FROM eventckpt.versions AS v,"
-                    " jsonb_each(v.metadata::jsonb) AS e WHERE v.metadata IS NOT NULL AND (jsonb_typeof(e.value) = 'string'"
+                    " jsonb_each(eventckpt.json_safe(v.metadata)::jsonb) AS e WHERE v.metadata IS NOT NULL AND (jsonb_typeof(e.value) = 'string'"
                     " OR (jsonb_typeof(e.value) = 'number' AND e.value::text ~ '^-?[0-9]+$'))")
         stored = "SELECT tree_id, key, value, stream_id, version FROM eventckpt.metadata_index"
         for label, sql in (("lacks", f"{expected} EXCEPT {stored}"), ("has a stray row", f"{stored} EXCEPT {expected}")):

@@ -15,7 +15,7 @@ from psycopg import errors as pg
 from ... import errors
 from ..rows import (CheckpointIdTaken, Commit, EventRow, HistoryRewritten, Segment, StreamRef, StreamRow, VersionRow,
                     VersionTaken)
-from .engine import Engine, lost
+from .engine import Engine, lost, with_nul
 
 # A StreamRow from eventckpt.streams AS s: a root's root_id is NULL, a fork's is its tree.
 S_COLS = ("s.stream_id, s.name, s.parent_id, s.fork_version,"
@@ -229,10 +229,10 @@ class Tables(Engine):
         return (int(row[0]), row[1], row[2]) if row else None
 
     def snapshot_value(self, owner: StreamRef, version: int, key: str) -> str | None:
-        row = self._one("SELECT (state::json -> %s)::text FROM eventckpt.snapshots"
+        row = self._one("SELECT (eventckpt.json_safe(state)::json -> %s)::text FROM eventckpt.snapshots"
                         " WHERE tree_id = %s AND stream_id = %s AND version = %s",
                         (key, owner.tree_id, owner.stream_id, version))
-        return row[0] if row else None
+        return with_nul(row[0]) if row else None
 
     # -- events -----------------------------------------------------------------------------------
 

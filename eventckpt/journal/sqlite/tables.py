@@ -117,10 +117,15 @@ class Tables(Engine):
         if self.in_transaction and not self.batching:  # inside the caller's write(): part of it
             self._insert(commit)
             return
-        with self.write():  # its own BEGIN IMMEDIATE transaction, or a savepoint of a batch
+        self.begin()  # its own BEGIN IMMEDIATE transaction, or a savepoint of a batch (write(), inlined)
+        try:
             if self.may_have_changed() and self.generation(commit.stream) != commit.generation:
                 raise HistoryRewritten()
             self._insert(commit)
+        except BaseException:
+            self.rollback()
+            raise
+        self.commit()
 
     def _insert(self, commit: Commit) -> None:
         row, sid = commit.row, commit.stream.id
