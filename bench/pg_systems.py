@@ -43,14 +43,17 @@ class BarePg:
 
     label = "bare psycopg"
 
+    def __init__(self, name: str = STREAM) -> None:
+        self.name = name
+
     def open(self, url: str) -> None:
         with eventckpt.open(url) as store:
-            store.stream(STREAM).save(initial_state())
+            store.stream(self.name).save(initial_state())
         self.backend = connect(url)  # eventckpt's pool: its connection settings, autocommit
         assert self.backend.pool is not None
         self.conn: psycopg.Connection[Any] = self.backend.pool.getconn()
         row = self.conn.execute("SELECT tree_id, stream_id FROM eventckpt.stream_names WHERE name = %s",
-                                (STREAM,)).fetchone()
+                                (self.name,)).fetchone()
         assert row is not None
         self.tree_id, self.stream_id = row
 
@@ -85,23 +88,25 @@ class EventckptPg(EventckptTx):
         self.stream.save(initial_state())
 
 
-def table_bytes(url: str, schema: str, tables: tuple[str, ...] | None = None) -> int:
-    """pg_total_relation_size (heap, TOAST, indexes) summed over the tables of `schema` (or the named ones)."""
+def table_bytes(url: str, schema: str, tables: tuple[str, ...] | None = None) -> dict[str, int]:
+    """pg_total_relation_size (heap, TOAST, indexes) of each table of `schema` (or of the named ones)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c"
+        rows = conn.execute(
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class AS c"
             " JOIN pg_namespace AS n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND (%s::text[] IS NULL OR c.relname = ANY(%s))",
-            (schema, list(tables) if tables else None, list(tables) if tables else None)).fetchone()
-    assert row is not None
-    return int(row[0])
+            " WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND (%s::text[] IS NULL OR c.relname = ANY(%s))"
+            " ORDER BY 2 DESC, 1", (schema, list(tables) if tables else None, list(tables) if tables else None)).fetchall()
+    return {name: int(size) for name, size in rows}
 
 
-def writer(url: str, stream: str, warmup: int, seconds: float, barrier: Any, results: Any) -> None:
-    """One writer process of the scaling run: W transactions on its own stream of the store, `warmup`
-    commits first, then (once every writer is ready) as many as it can in `seconds`; reports the count
-    and the CPU seconds this process spent on them."""
-    system = EventckptPg(stream)
+SYSTEMS = {"eventckpt": EventckptPg, "bare": BarePg}
+
+
+def writer(kind: str, url: str, stream: str, warmup: int, seconds: float, barrier: Any, results: Any) -> None:
+    """One writer process of the scaling run: W commits (`kind`: "eventckpt" transactions or "bare" psycopg
+    statements) on its own stream of the store, `warmup` commits first, then (once every writer is ready)
+    as many as it can in `seconds`; reports the count and the CPU seconds this process spent on them."""
+    system = SYSTEMS[kind](stream)
     system.open(url)
     try:
         work = steps(10**7)

@@ -178,9 +178,9 @@ def savers(urls: dict[str, str], setup: bool) -> Iterator[dict[str, Any]]:
         yield {"EventCkptSaver": ours, "PostgresSaver": pg}
 
 
-def run_graph(server: Server, n: int, block: int, rounds: int) -> dict[str, dict[str, float]]:
+def run_graph(server: Server, n: int, block: int, rounds: int) -> dict[str, dict[str, Any]]:
     urls = {"EventCkptSaver": server.database("lg_eventckpt"), "PostgresSaver": server.database("lg_postgres")}
-    out: dict[str, dict[str, float]] = {name: {} for name in urls}
+    out: dict[str, dict[str, Any]] = {name: {} for name in urls}
     with savers(urls, setup=True) as live:
         timers = {name: Timed(saver) for name, saver in live.items()}
         runs = {name: w_graph(n, PlainState).compile(checkpointer=timer.saver).stream(
@@ -207,8 +207,11 @@ def run_graph(server: Server, n: int, block: int, rounds: int) -> dict[str, dict
         out[name]["step_us"] = statistics.median(wall[name]) * 1e6
         out[name]["saver_us"] = statistics.median(spent[name]) * 1e6
         out[name]["saver_mean_us"] = statistics.fmean(spent[name]) * 1e6
-    out["EventCkptSaver"]["bytes"] = table_bytes(urls["EventCkptSaver"], "eventckpt")
-    out["PostgresSaver"]["bytes"] = table_bytes(urls["PostgresSaver"], "public", POSTGRES_SAVER_TABLES)
+    tables = {"EventCkptSaver": table_bytes(urls["EventCkptSaver"], "eventckpt"),
+              "PostgresSaver": table_bytes(urls["PostgresSaver"], "public", POSTGRES_SAVER_TABLES)}
+    for name, sizes in tables.items():
+        out[name]["bytes"] = sum(sizes.values())
+        out[name]["tables"] = sizes
     for url in urls.values():  # the planner statistics autovacuum would gather soon after: both read with them
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("ANALYZE")
@@ -243,46 +246,58 @@ def run_graph(server: Server, n: int, block: int, rounds: int) -> dict[str, dict
 # -- 3. writer scaling --------------------------------------------------------------------------------------
 
 
+KINDS = ("eventckpt", "bare")
+
+
 def run_scaling(server: Server, counts: list[int], seconds: float, warmup: int,
-                rounds: int) -> dict[int, dict[str, list[float]]]:
-    """Aggregate commits/s of each writer count, and the writers' CPU milliseconds per commit, per round."""
+                rounds: int) -> dict[str, dict[int, dict[str, list[float]]]]:
+    """For eventckpt's writers and bare psycopg writers (the limit of this machine), taking turns: the
+    aggregate commits/s of each writer count, and the writers' CPU milliseconds per commit, per round."""
     url = server.database("scaling")
     eventckpt.open(url).close()  # the schema, before the writers start
     ctx = multiprocessing.get_context("spawn")  # fresh interpreters: nothing (pools, threads) inherited
-    found: dict[int, dict[str, list[float]]] = {k: {"commits_per_s": [], "cpu_ms_per_commit": []} for k in counts}
+    found = {kind: {k: {"commits_per_s": [], "cpu_ms_per_commit": []} for k in counts} for kind in KINDS}
     expected_versions = 0
-    with bar(rounds * len(counts), "writer scaling") as progress:
+    with bar(rounds * len(counts) * len(KINDS), "writer scaling") as progress:
         for r in range(rounds):
             for k in (counts if r % 2 == 0 else counts[::-1]):
-                barrier, results = ctx.Barrier(k), ctx.Queue()
-                procs = [ctx.Process(target=writer, args=(url, f"r{r}-k{k}-w{i}", warmup, seconds, barrier, results))
-                         for i in range(k)]
-                for p in procs:
-                    p.start()
-                commits = []
-                while len(commits) < k:
-                    try:
-                        commits.append(results.get(timeout=1))
-                    except queue.Empty:
-                        if any(p.exitcode not in (None, 0) for p in procs):
-                            for p in procs:
-                                p.kill()
-                            raise RuntimeError(f"a writer process failed ({k} writers, round {r + 1})") from None
-                for p in procs:
-                    p.join()
-                done = sum(c for c, _ in commits)
-                found[k]["commits_per_s"].append(done / seconds)
-                found[k]["cpu_ms_per_commit"].append(sum(cpu for _, cpu in commits) / max(1, done) * 1e3)
-                expected_versions += sum(1 + warmup + c for c, _ in commits)
-                progress.update(1)
+                for kind in (KINDS if (r + k) % 2 == 0 else KINDS[::-1]):
+                    commits = run_writers(ctx, kind, url, f"{kind}-r{r}-k{k}", k, warmup, seconds)
+                    done = sum(c for c, _ in commits)
+                    found[kind][k]["commits_per_s"].append(done / seconds)
+                    found[kind][k]["cpu_ms_per_commit"].append(sum(cpu for _, cpu in commits) / max(1, done) * 1e3)
+                    expected_versions += sum(1 + warmup + c for c, _ in commits)
+                    progress.update(1)
     with psycopg.connect(url) as conn:
         stored = conn.execute("SELECT count(*) FROM eventckpt.versions").fetchone()[0]
     if stored != expected_versions:
         raise AssertionError(f"the writers reported {expected_versions} versions, the store holds {stored}")
     if 4 in counts and counts[0] == 1:
-        ratio = statistics.median(found[4]["commits_per_s"]) / statistics.median(found[1]["commits_per_s"])
+        ours = found["eventckpt"]
+        ratio = statistics.median(ours[4]["commits_per_s"]) / statistics.median(ours[1]["commits_per_s"])
         figure("writer scaling: 4 writers / 1 writer (commits/s)", ratio, ">= 1.5", ratio >= 1.5)
     return found
+
+
+def run_writers(ctx: Any, kind: str, url: str, prefix: str, k: int, warmup: int, seconds: float) -> list[tuple[int, float]]:
+    """Start k writer processes on streams of their own and collect (commits, CPU seconds) from each."""
+    barrier, results = ctx.Barrier(k), ctx.Queue()
+    procs = [ctx.Process(target=writer, args=(kind, url, f"{prefix}-w{i}", warmup, seconds, barrier, results))
+             for i in range(k)]
+    for p in procs:
+        p.start()
+    commits: list[tuple[int, float]] = []
+    while len(commits) < k:
+        try:
+            commits.append(results.get(timeout=1))
+        except queue.Empty:
+            if any(p.exitcode not in (None, 0) for p in procs):
+                for p in procs:
+                    p.kill()
+                raise RuntimeError(f"a {kind} writer process failed ({prefix})") from None
+    for p in procs:
+        p.join()
+    return commits
 
 
 # -- the report ---------------------------------------------------------------------------------------------
@@ -333,19 +348,30 @@ def render(data: dict[str, Any]) -> str:
                   f" {ours['saver_us'] / pg['saver_us']:.2f}x, table bytes 1/{pg['bytes'] / ours['bytes']:.0f},"
                   f" get_state newest {ours['latest_ms'] / pg['latest_ms']:.2f}x, middle"
                   f" {ours['middle_ms'] / pg['middle_ms']:.2f}x, get_state_history"
-                  f" {ours['history_ms'] / pg['history_ms']:.3f}x", ""]
+                  f" {ours['history_ms'] / pg['history_ms']:.3f}x", "",
+                  "Table bytes (pg_total_relation_size: heap, TOAST, indexes) by table, the largest first:"]
+        lines += [f"{name}: " + ", ".join(f"{table} {size:,}" for table, size in r["tables"].items() if size > 32768)
+                  + " (and smaller ones)" for name, r in g.items()]
+        lines.append("")
     if data.get("scaling"):
         s = data["scaling"]
-        one = statistics.median(s[str(a["writers"][0])]["commits_per_s"])
-        lines += [f"## Writer scaling: writer processes on one store, each on its own stream", "",
-                  f"W transactions for {a['seconds']:g} s after {a['warmup']} warm-up commits each;"
-                  f" {a['rounds']} rounds (the writer counts in alternating order). This machine has"
-                  f" {m['cores']} cores, shared by the writers and the server.", "",
-                  f"writers | commits/s per round | median commits/s | ratio to {a['writers'][0]} writer |"
-                  " writers' CPU ms per commit", "---|---|---|---|---"]
-        lines += [f"{k} | {', '.join(f'{x:.0f}' for x in r['commits_per_s'])} | {statistics.median(r['commits_per_s']):.0f} |"
-                  f" {statistics.median(r['commits_per_s']) / one:.2f} | {statistics.median(r['cpu_ms_per_commit']):.2f}"
-                  for k, r in s.items()]
+        first = str(a["writers"][0])
+        lines += ["## Writer scaling: writer processes on one store, each on its own stream", "",
+                  f"W commits for {a['seconds']:g} s after {a['warmup']} warm-up commits each; eventckpt transactions"
+                  " and, as the limit of this machine, bare psycopg commits of the same rows, taking turns;"
+                  f" {a['rounds']} rounds (the writer counts in alternating order). This machine has {m['cores']}"
+                  " cores, shared by the writers and the server (and by whatever else runs: see the load average).",
+                  "", f"writers | eventckpt commits/s per round | eventckpt median | eventckpt / {first} writer |"
+                  f" eventckpt CPU ms per commit | bare median | bare / {first} writer | bare CPU ms per commit",
+                  "---|---|---|---|---|---|---|---"]
+        ours, bare = s["eventckpt"], s["bare"]
+        for k in ours:
+            median = {kind: statistics.median(s[kind][k]["commits_per_s"]) for kind in s}
+            one = {kind: statistics.median(s[kind][first]["commits_per_s"]) for kind in s}
+            lines.append(f"{k} | {', '.join(f'{x:.0f}' for x in ours[k]['commits_per_s'])} | {median['eventckpt']:.0f} |"
+                         f" {median['eventckpt'] / one['eventckpt']:.2f} |"
+                         f" {statistics.median(ours[k]['cpu_ms_per_commit']):.2f} | {median['bare']:.0f} |"
+                         f" {median['bare'] / one['bare']:.2f} | {statistics.median(bare[k]['cpu_ms_per_commit']):.2f}")
         lines.append("")
     lines += ["## Figures against their targets", "", "figure | value | target | met", "---|---|---|---"]
     lines += [f"{f['figure']} | {f['value']:.4g} | {f['target']} | {'yes' if f['met'] else 'NO'}" for f in FIGURES]
@@ -385,7 +411,7 @@ def main() -> None:
             data["graph"] = run_graph(server, args.graph_steps, args.block, args.reads)
         if "scaling" in args.parts:
             found = run_scaling(server, args.writers, args.seconds, args.warmup, args.rounds)
-            data["scaling"] = {str(k): v for k, v in found.items()}
+            data["scaling"] = {kind: {str(k): v for k, v in by_count.items()} for kind, by_count in found.items()}
     finally:
         server.close()
     data["load_average_end"] = os.getloadavg()

@@ -66,7 +66,7 @@ def test_postgres_bench_runs_every_part_on_its_own_server(tmp_path: Path) -> Non
         pytest.skip(message)
     out = _run("postgres_bench.py", "--quick", "--out", str(tmp_path))
     for label in ("| ratio median | ratio p99", "EventCkptSaver | 32 |", "PostgresSaver | 32 |", "get_state_history ms",
-                  "| ratio to 1 writer |", "\n4 | ", "fsync = on", "synchronous_commit = on"):
+                  "| eventckpt / 1 writer |", "| bare / 1 writer |", "\n4 | ", "fsync = on", "synchronous_commit = on"):
         assert label in out, label
     figures = out.split("figure | value | target | met\n---|---|---|---\n")[1].strip().splitlines()
     assert [line.split(" | ")[0] for line in figures] == [
