@@ -16,11 +16,14 @@ hits them alike; every comparison is a ratio measured in this one run.
    with the same event rows (checked).
 2. LangGraph: W as a graph (the loop of bench/langgraph_bench.py) with EventCkptSaver("postgresql://...")
    against langgraph's PostgresSaver: time per graph step and per step inside put/put_writes, table bytes
-   (pg_total_relation_size), and on freshly opened savers get_state of the newest and the middle
-   checkpoint and get_state_history of every checkpoint (medians, the savers taking turns).
-3. Writer scaling: 1, 2, 4, 8 writer processes on one store, each on its own stream, running W
-   transactions for `--seconds` after a warm-up: aggregate commits/s, the median over `--rounds` rounds
-   (the order of the writer counts alternates), and the ratio to one writer.
+   (pg_total_relation_size), then (after ANALYZE of both databases, as autovacuum would soon do) on freshly
+   opened savers get_state of the newest and the middle checkpoint and get_state_history of every
+   checkpoint (medians, the savers taking turns). Both must give the same states (checked).
+3. Writer scaling: 1, 2, 4, 8 writer processes on one store, each on its own stream, committing W for
+   `--seconds` after a warm-up: eventckpt transactions, and bare psycopg commits of the same rows (what
+   this machine allows), taking turns; aggregate commits/s, the median over `--rounds` rounds (the order
+   of the writer counts alternates) and the ratio to one writer. The store must end with every version
+   the writers reported (checked).
 
 Writes postgres.md and postgres.json to --out (default bench/results; nothing with --quick unless --out is
 given) and prints the report.
