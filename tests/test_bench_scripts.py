@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from .pgserver import binaries
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
@@ -48,3 +53,26 @@ def test_serve_bench_times_every_page(tmp_path: Path) -> None:
     for label in ("streams", "version (head)", "diff across the fork", "search by metadata", "list page (middle items)"):
         assert label in out
     assert "slowest p95" in out and out.count(" met") + out.count("MISSED") >= 20
+
+
+def test_postgres_bench_runs_every_part_on_its_own_server(tmp_path: Path) -> None:
+    """postgres_bench.py starts its own PostgreSQL server, runs W against the bare psycopg commit,
+    EventCkptSaver against PostgresSaver and the writer scaling, prints each figure next to its target and
+    writes postgres.md and postgres.json."""
+    if binaries() is None:
+        message = "PostgreSQL server binaries not found (Debian: apt-get install postgresql); postgres_bench.py needs them"
+        if os.environ.get("CI"):
+            pytest.fail(message + " and CI must not skip it")
+        pytest.skip(message)
+    out = _run("postgres_bench.py", "--quick", "--out", str(tmp_path))
+    for label in ("| ratio median | ratio p99", "EventCkptSaver | 32 |", "PostgresSaver | 32 |", "get_state_history ms",
+                  "| eventckpt / 1 writer |", "| bare / 1 writer |", "\n4 | ", "fsync = on", "synchronous_commit = on"):
+        assert label in out, label
+    figures = out.split("figure | value | target | met\n---|---|---|---\n")[1].strip().splitlines()
+    assert [line.split(" | ")[0] for line in figures] == [
+        "W 60 steps, all 60: transaction / bare commit (median)", "LangGraph W 30: graph step / PostgresSaver's",
+        "LangGraph W 30: table bytes / PostgresSaver's", "LangGraph W 30: get_state newest / PostgresSaver's",
+        "LangGraph W 30: get_state middle / PostgresSaver's", "writer scaling: 4 writers / 1 writer (commits/s)"]
+    assert all(line.endswith(("| yes", "| NO")) for line in figures)
+    assert (tmp_path / "postgres.md").read_text() + "\n" == out
+    assert '"figures"' in (tmp_path / "postgres.json").read_text()

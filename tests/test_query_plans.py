@@ -122,3 +122,53 @@ def test_views_use_the_path_index(busy: eventckpt.Store) -> None:
                 "SELECT version, name FROM checkpoints WHERE stream = 'w-fork' ORDER BY version DESC LIMIT 5"):
         plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
         assert not [step for step in plan if FULL_SCAN.match(step)], (sql, plan)
+
+
+class Recording:
+    """A psycopg connection that remembers the statements run through it (and runs them)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn, self.seen = conn, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+    def execute(self, sql: str, args: Any = (), **kwargs: Any) -> Any:
+        self.seen.append((sql, args))
+        return self.conn.execute(sql, args, **kwargs)
+
+
+def rows_read(plan: dict[str, Any], tables: set[str]) -> int:
+    """Rows the plan's nodes read from `tables` (actual rows times loops), subplans included."""
+    own = plan["Actual Rows"] * plan["Actual Loops"] if plan.get("Relation Name") in tables else 0
+    return own + sum(rows_read(child, tables) for child in plan.get("Plans", ()))
+
+
+def test_postgres_newest_langgraph_checkpoint_is_one_probe(pg_target: str) -> None:
+    """On PostgreSQL, the LangGraph saver's lookup of a thread's newest checkpoint (get_state) reads one
+    checkpoint row and its version, not every checkpoint of the thread to sort them."""
+    import psycopg
+    from typing_extensions import TypedDict
+
+    from eventckpt.langgraph import EventCkptSaver
+
+    from .langgraph_graphs import looping
+
+    class State(TypedDict):
+        n: int
+
+    with EventCkptSaver(pg_target) as saver:
+        config = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
+        looping(State, lambda s: {"n": s["n"] + 1}, lambda s: s["n"] >= 40).compile(checkpointer=saver).invoke(
+            {"n": 0}, config)
+        with saver.store.core.session() as journal:
+            journal.conn = recording = Recording(journal.conn)
+            try:
+                rows = journal.langgraph_checkpoints(thread_id="t", checkpoint_ns="", limit=1)
+            finally:
+                journal.conn = recording.conn
+    assert len(rows) == 1 and rows[0].version == 42  # the input checkpoint, then 41 steps
+    [(sql, args)] = recording.seen
+    with psycopg.connect(pg_target, autocommit=True) as conn:
+        [plan] = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, args).fetchone()[0]
+    assert rows_read(plan["Plan"], {"checkpoint_ids", "versions"}) <= 3, plan  # newest, its version, its parent

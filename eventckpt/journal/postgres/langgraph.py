@@ -14,7 +14,10 @@ from ..rows import LangGraphRow, Segment, StreamRef, StreamRow
 from .engine import Engine
 from .tables import S_COLS, SEGS, V_COLS, segs
 
-# The parent is the previous version of the lineage (see the SQLite journal's langgraph.py).
+# The parent is the previous version of the lineage (see the SQLite journal's langgraph.py). A thread's
+# checkpoints are taken from checkpoint_ids alone, newest first along its primary key (tree_id,
+# checkpoint_id), before anything is joined: the newest (`limit` 1) is one index probe, not a sort of every
+# checkpoint of the thread (which the planner chose for the joined query whenever it expected few rows).
 _LG_CHECKPOINTS = """
 SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id, s.name, c.version, v.metadata,
   coalesce(eventckpt.json_safe(v.metadata)::json ->> 'parent',
@@ -30,13 +33,24 @@ SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id, s.name, c.version, v.metad
     WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = t.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id),
   s.stream_id, v.created_at
 FROM eventckpt.langgraph_threads AS t
-JOIN eventckpt.checkpoint_ids AS c ON c.tree_id = t.tree_id
+CROSS JOIN LATERAL (
+  SELECT c.tree_id, c.checkpoint_id, c.stream_id, c.version FROM eventckpt.checkpoint_ids AS c
+  WHERE c.tree_id = t.tree_id AND {checkpoints}
+  ORDER BY c.checkpoint_id DESC
+  LIMIT %(limit)s) AS c
 JOIN eventckpt.streams AS s ON s.tree_id = c.tree_id AND s.stream_id = c.stream_id
-JOIN eventckpt.versions AS v ON v.tree_id = c.tree_id AND v.stream_id = c.stream_id AND v.version = c.version
-WHERE {where}
+CROSS JOIN LATERAL (
+  SELECT v.metadata, v.created_at FROM eventckpt.versions AS v
+  WHERE v.tree_id = c.tree_id AND v.stream_id = c.stream_id AND v.version = c.version
+  OFFSET 0) AS v  -- kept a subquery (not merged into the join), so the version is always one key probe
+WHERE {threads}
 ORDER BY c.checkpoint_id DESC
 LIMIT %(limit)s
 """
+# A metadata filter of the listing: checked on each checkpoint's version while walking them newest first.
+_LG_METADATA = ("EXISTS (SELECT 1 FROM eventckpt.versions AS m WHERE m.tree_id = c.tree_id AND m.stream_id = c.stream_id"
+                " AND m.version = c.version"
+                " AND (eventckpt.json_safe(m.metadata)::jsonb #> %(mp{i})s) = eventckpt.json_safe(%(mv{i})s)::jsonb)")
 
 
 class LangGraphTables(Engine):
@@ -84,17 +98,21 @@ class LangGraphTables(Engine):
     def langgraph_checkpoints(self, *, thread_id: str | None = None, checkpoint_ns: str | None = None,
                               checkpoint_id: str | None = None, before: str | None = None,
                               metadata: Sequence[tuple[str, str]] = (), limit: int | None = None) -> list[LangGraphRow]:
-        where: list[str] = []
+        threads: list[str] = []
+        checkpoints: list[str] = []
         args: dict[str, Any] = {"limit": limit}
-        for column, name, value, test in (("t.thread_id", "thread", thread_id, "="), ("t.checkpoint_ns", "ns", checkpoint_ns, "="),
-                                          ("c.checkpoint_id", "cid", checkpoint_id, "="), ("c.checkpoint_id", "before", before, "<")):
+        for where, column, name, value, test in (
+                (threads, "t.thread_id", "thread", thread_id, "="), (threads, "t.checkpoint_ns", "ns", checkpoint_ns, "="),
+                (checkpoints, "c.checkpoint_id", "cid", checkpoint_id, "="),
+                (checkpoints, "c.checkpoint_id", "before", before, "<")):
             if value is not None:
                 where.append(f"{column} {test} %({name})s")
                 args[name] = value
         for i, (path, value) in enumerate(metadata):
-            where.append(f"(eventckpt.json_safe(v.metadata)::jsonb #> %(mp{i})s) = eventckpt.json_safe(%(mv{i})s)::jsonb")
+            checkpoints.append(_LG_METADATA.format(i=i))
             args[f"mp{i}"], args[f"mv{i}"] = [str(k) for k in relative_parts(path)], value
-        rows = self._rows(_LG_CHECKPOINTS.format(where=" AND ".join(where) or "TRUE"), args)
+        rows = self._rows(_LG_CHECKPOINTS.format(threads=" AND ".join(threads) or "TRUE",
+                                                 checkpoints=" AND ".join(checkpoints) or "TRUE"), args)
         return [LangGraphRow(*r[:4], int(r[4]), *r[5:8], int(r[8]), r[9]) for r in rows]
 
     def langgraph_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str | None:
