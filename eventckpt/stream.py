@@ -23,12 +23,13 @@ from .errors import (
     StreamNotFoundError,
     VersionNotFoundError,
 )
-from .integrity import version_checksum
+from .integrity import ROOT, version_checksum
 from .journal import StreamRow, VersionRow, _CheckpointIdTaken, _VersionTaken, segments_for
 from .mixin import Checkpointable, Migrations
 from .mixin import restore as restore_object
 from .paths import addressable, encodable, to_text
 from .tools import ToolCall, ToolRegistry, ToolRow, UndoReport, decode_call, encode_calls, undo_tools
+from .tracked import TrackedState
 from .transaction import Recorded, Transaction, check_number, is_number
 
 if TYPE_CHECKING:
@@ -226,10 +227,19 @@ class CheckpointStore:
     ) -> Checkpoint:
         """Commit `values` as the next version. Only the differences from the head are stored: unchanged
         keys cost nothing, and a list that grew at its end costs one append. `values` is a mapping, a
-        dataclass/attrs instance or a Checkpointable; `tool_calls` are recorded in the same version."""
-        state = _state_dict(values)
+        dataclass/attrs instance or a Checkpointable; `tool_calls` are recorded in the same version.
+
+        A tracked state checked out from this stream (`checkout()`) commits exactly the changes it
+        recorded, compared with nothing; ConflictError when the stream's head is no longer the version
+        it was checked out at or last saved as. The other arguments mean the same for both."""
         usage = _check_usage(token_usage)
         tool_rows = encode_calls(self.store.codec, tool_calls)
+        if isinstance(values, TrackedState):
+            if values.belongs_to(self):
+                return self._save_tracked(values, usage, tool_rows, metadata=metadata, name=name, auto=auto,
+                                          expected_version=expected_version, checkpoint_id=checkpoint_id)
+            values = values.plain()  # another stream's (or store's) tracked state is plain data here
+        state = _state_dict(values)
 
         def events(head: dict[str, Any]) -> list[ops.Event]:
             return ops.diff(head, state)
@@ -253,26 +263,50 @@ class CheckpointStore:
         _check_options(**options)
         return Transaction(self, options)
 
-    def _commit_ops(self, recorded: list[Recorded], usage_add: dict[str, int | float],
-                    tool_rows: Sequence[ToolRow] = (), **options: Any) -> Checkpoint:
+    def checkout(self) -> TrackedState:
+        """The head state as a tracked state: live dicts and lists (subclasses of dict and list) that
+        record their own in-place changes, so `save(state)` commits exactly those changes without
+        comparing anything (see eventckpt.tracked). A stream without versions gives an empty one."""
+        store = self.store
+        with store._guard() as journal:
+            store._check_generation()
+            found = journal.stream_and_head(self.task_id)
+            if found is None:
+                return TrackedState.checkout(self, {}, 0, ROOT)
+            head = store._head(found[0], found[1])
+            return TrackedState.checkout(self, head.state, head.version, head.checksum)
+
+    def _save_tracked(self, state: TrackedState, usage: dict[str, int | float] | None,
+                      tool_rows: Sequence[ToolRow], **options: Any) -> Checkpoint:
+        _check_options(**options)
+        recorded, committed = state.pending()
+        return self._commit(self._recorded(recorded), True, lambda prev: usage if usage is not None else prev,
+                            checked=True, tool_rows=tool_rows, expected_head=state.base, committed=committed,
+                            **options)
+
+    def _recorded(self, recorded: list[Recorded]) -> Callable[[dict[str, Any]], list[Recorded]]:
         tries = [0]
 
         def events(head: dict[str, Any]) -> list[Recorded]:
             # Folding an operation puts its value into the head state, where later operations of the
-            # same transaction may change it: a redo starts again from the values' recorded JSON.
+            # same commit may change it: a redo starts again from the values' recorded JSON.
             tries[0] += 1
             if tries[0] == 1:
                 return recorded
             decode = self.store.codec.decode
             return [(op, path, decode(raw) if raw is not None else value, raw) for op, path, value, raw in recorded]
 
+        return events
+
+    def _commit_ops(self, recorded: list[Recorded], usage_add: dict[str, int | float],
+                    tool_rows: Sequence[ToolRow] = (), **options: Any) -> Checkpoint:
         def usage(prev: dict[str, int | float]) -> dict[str, int | float]:
             out = dict(prev)
             for key, n in usage_add.items():
                 out[key] = out.get(key, 0) + n
             return out
 
-        return self._commit(events, True, usage, checked=True, tool_rows=tool_rows, **options)
+        return self._commit(self._recorded(recorded), True, usage, checked=True, tool_rows=tool_rows, **options)
 
     def rollback(self, to: int, *, metadata: Mapping[str, Any] | None = None, name: str | None = None,
                  expected_version: int | None = None) -> Checkpoint:
@@ -327,11 +361,15 @@ class CheckpointStore:
         tool_rows: Sequence[ToolRow] = (),
         created_at: str | None = None,
         at: int | None = None,
+        expected_head: tuple[int, bytes] | None = None,
+        committed: Callable[[int, bytes], None] | None = None,
     ) -> Checkpoint:
         """The one write path: diff or operations -> events, version row, snapshot, in one transaction.
 
         `at` (imports only) numbers the new version above the head instead of head + 1: an exported
-        stream that retention thinned out keeps its version numbers.
+        stream that retention thinned out keeps its version numbers. `expected_head` (tracked states)
+        is the (version, checksum) the head must be, else ConflictError; `committed(version, checksum)`
+        is called once the new version is committed.
         The cached head is trusted on the first attempt: if another process moved the stream since, the
         versions primary key (or the streams foreign key, for a deleted stream) refuses the insert, and
         the commit is redone once against a fresh read, still under the same write lock.
@@ -341,7 +379,8 @@ class CheckpointStore:
                            checkpoint_id=checkpoint_id)
         store = self.store
         meta_text = store.codec.encode_text(dict(metadata)) if metadata else None
-        options = (name, int(auto), meta_text, expected_version, checkpoint_id, tool_rows, created_at, at)
+        options = (name, int(auto), meta_text, expected_version, checkpoint_id, tool_rows, created_at, at,
+                   expected_head)
         with store._lock:
             store._check_open()
             journal = store._journal
@@ -362,6 +401,8 @@ class CheckpointStore:
                     raise
                 row, head, created = done[:3]
                 head.version, head.checksum, head.usage = done[3:]
+                if committed is not None:
+                    committed(head.version, head.checksum)
                 break
             version = head.version
             return Checkpoint._stored(  # fields we just wrote: no need for __init__'s checks
@@ -373,7 +414,7 @@ class CheckpointStore:
                  usage_of: Callable[[dict[str, int | float]], dict[str, int | float]], name: str | None,
                  auto: int, meta_text: str | None, expected_version: int | None,
                  checkpoint_id: str | None, tool_rows: Sequence[ToolRow], created_at: str | None,
-                 at: int | None) -> tuple[Any, ...]:
+                 at: int | None, expected_head: tuple[int, bytes] | None) -> tuple[Any, ...]:
         """One try at a commit inside the open write transaction. The head's state is updated in place;
         the caller forgets the cached head if anything fails."""
         store = self.store
@@ -389,6 +430,10 @@ class CheckpointStore:
             if trust:  # nothing is applied yet: the cached head stays, to be caught up under the lock
                 raise _Stale()
             raise ConflictError(self.task_id, expected_version, current)
+        if expected_head is not None and (current, head.checksum) != expected_head:
+            if trust:
+                raise _Stale()
+            raise ConflictError(self.task_id, expected_head[0], current)
         if at is not None and at <= current:
             raise ConflictError(self.task_id, at - 1, current)
         version = current + 1 if at is None else at
