@@ -46,6 +46,8 @@ from decimal import Decimal
 from operator import index as as_index
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from .errors import InvalidArgumentError, SerializationError
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
 from .paths import Path, addressable
@@ -131,6 +133,12 @@ class Tracker:
     def ingest(self, value: Any, up: Any, key: Any) -> tuple[Any, bytes, Any]:
         """A caller's value going into the state: (the state's tracked copy, its JSON, the head's copy).
         Raises SerializationError (nothing changed yet) when it cannot be stored."""
+        t = type(value)
+        if t is str or t is bool or value is None:  # the common scalars: their JSON is all there is to make
+            try:
+                return value, orjson.dumps(value), value
+            except orjson.JSONEncodeError:
+                pass  # a lone surrogate: the codec says so with a SerializationError
         raw, head_copy = self.codec.encode_copy(value)
         if type(head_copy) is str or _immutable(head_copy):
             return head_copy, raw, head_copy
@@ -332,7 +340,8 @@ class TrackedDict(_Plain, dict):
         if where is None:
             return dict.__setitem__(self, key, value)
         tracker, chain, path = where
-        self._check_key(key, where)
+        if old is _MISSING:
+            self._check_key(key, where)
         live, raw, head_copy = tracker.ingest(value, self, key)
         bad_before = self._bad
         absorbed = tracker.begin(chain)
