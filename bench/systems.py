@@ -104,7 +104,8 @@ class EventckptTx:
 
 
 class EventckptSave(EventckptTx):
-    """eventckpt's native API, save(values) of the whole state per step (compared with the head)."""
+    """eventckpt's native API, save(values) of the whole state per step (compared with the head); the
+    step's edits of the state are timed with the save."""
 
     label = "eventckpt save()"
 
@@ -120,7 +121,7 @@ class EventckptSave(EventckptTx):
         self.stream.save(state, {"input_tokens": s.input_tokens, "output_tokens": s.output_tokens})
 
 
-class EventckptTracked(EventckptTx):
+class EventckptTracked(EventckptSave):
     """eventckpt's native API, a tracked state (checkout()) edited in place and save()d each step: the
     edits are recorded as they happen, so the step's time includes them."""
 
@@ -129,13 +130,6 @@ class EventckptTracked(EventckptTx):
     def begin(self) -> None:
         self.stream.save(initial_state())
         self.state = self.stream.checkout()
-
-    def step(self, s: Step) -> None:
-        state = self.state
-        state["messages"].append(s.message)
-        state["step"] = s.step
-        state["scratch"].update(s.scratch)
-        self.stream.save(state, {"input_tokens": s.input_tokens, "output_tokens": s.output_tokens})
 
 
 class Bare:
