@@ -37,6 +37,7 @@ from .query import HistoryEntry
 from .snapshot import SnapshotPolicy
 from .store import Store, open
 from .stream import CheckpointStore
+from .tracked import TrackedDict, TrackedList, TrackedState
 from .transaction import Transaction
 from .verify import VerifyReport
 
@@ -81,6 +82,9 @@ __all__ = [
     "StreamExistsError",
     "StreamInUseError",
     "StreamNotFoundError",
+    "TrackedDict",
+    "TrackedList",
+    "TrackedState",
     "Transaction",
     "VerifyReport",
     "VersionNotFoundError",

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .codec import quiet_gc
 from .errors import InvalidArgumentError, SerializationError
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
 from .paths import Path, addressable
@@ -65,9 +66,19 @@ _MAX_ITEM_EVENTS = 64  # past this many item events, one set of the whole list i
 Where = tuple["Tracker", list[Any], Path]
 
 
+_KEYS_SEEN: dict[str, bool] = {}  # dict keys repeat (every message has "role"): skip the regex
+
+
 def _good_key(key: Any) -> bool:
     """Whether a dict key can appear in a stored path (as in ops: str, no leading "$", addressable)."""
-    return type(key) is str and key[:1] != "$" and addressable(key)
+    if type(key) is not str:
+        return False
+    good = _KEYS_SEEN.get(key)
+    if good is None:
+        good = key[:1] != "$" and addressable(key)
+        if len(_KEYS_SEEN) < 50_000:
+            _KEYS_SEEN[key] = good
+    return good
 
 
 def _immutable(value: Any) -> bool:
@@ -96,10 +107,9 @@ class Tracker:
 
     # -- building nodes ---------------------------------------------------------------------------
 
-    def build(self, value: Any, up: Any, key: Any, fresh: bool) -> Any:
+    def build(self, value: Any, up: Any, key: Any) -> Any:
         """A tracked copy of `value` (data the codec produced) placed at `up[key]`: new nodes for dicts
-        and lists, immutable leaves shared, other values copied (unless `fresh`: nobody else has them)
-        and watched."""
+        and lists, immutable leaves shared, other values copied and watched."""
         t = type(value)
         if t is dict:
             node: Any = TrackedDict(value)
@@ -109,7 +119,7 @@ class Tracker:
                 if not _good_key(k):
                     bad += 1
                 if type(item) is not str:
-                    child = self.build(item, node, k, fresh)
+                    child = self.build(item, node, k)
                     if child is not item:
                         dict.__setitem__(node, k, child)
             node._bad = bad
@@ -119,14 +129,13 @@ class Tracker:
             node._up, node._key = up, key
             for i, item in enumerate(value):
                 if type(item) is not str:
-                    child = self.build(item, node, i, fresh)
+                    child = self.build(item, node, i)
                     if child is not item:
                         list.__setitem__(node, i, child)
             return node
         if _immutable(value):
             return value
-        if not fresh:
-            value = self.codec.copy(value)
+        value = self.codec.copy(value)
         self.watched.append([value, up, key, self.codec.encode(value)])
         return value
 
@@ -142,7 +151,7 @@ class Tracker:
         raw, head_copy = self.codec.encode_copy(value)
         if type(head_copy) is str or _immutable(head_copy):
             return head_copy, raw, head_copy
-        return self.build(head_copy, up, key, False), raw, head_copy
+        return self.build(head_copy, up, key), raw, head_copy
 
     # -- recording --------------------------------------------------------------------------------
 
@@ -638,14 +647,15 @@ class TrackedState(TrackedDict):
     def checkout(cls, stream: CheckpointStore, state: dict[str, Any], version: int, checksum: bytes) -> TrackedState:
         """A tracked copy of `state` (the head of `stream` at `version`; it is not kept)."""
         root = cls()
-        root._adopt(Tracker(stream, version, checksum), state)
+        with quiet_gc():  # many new containers at once: the collector would rescan the heap many times
+            root._adopt(Tracker(stream, version, checksum), state)
         return root
 
     def _adopt(self, tracker: Tracker, state: dict[str, Any]) -> None:
         dict.clear(self)
         self._tracker = tracker
         for key, value in state.items():
-            dict.__setitem__(self, key, value if type(value) is str else tracker.build(value, self, key, False))
+            dict.__setitem__(self, key, value if type(value) is str else tracker.build(value, self, key))
 
     def _bad_key(self, key: Any) -> bool:
         return False  # top-level keys are checked when set: every one can be addressed

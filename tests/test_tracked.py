@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 import eventckpt
-from eventckpt.tracked import TrackedDict, TrackedList, TrackedState
+from eventckpt import TrackedDict, TrackedList, TrackedState
 
 from .conftest import strict_equal
 
