@@ -232,14 +232,15 @@ class CheckpointStore:
         A tracked state checked out from this stream (`checkout()`) commits exactly the changes it
         recorded, compared with nothing; ConflictError when the stream's head is no longer the version
         it was checked out at or last saved as. The other arguments mean the same for both."""
-        usage = _check_usage(token_usage)
-        tool_rows = encode_calls(self.store.codec, tool_calls)
         if isinstance(values, TrackedState):
             if values.belongs_to(self):
-                return self._save_tracked(values, usage, tool_rows, metadata=metadata, name=name, auto=auto,
-                                          expected_version=expected_version, checkpoint_id=checkpoint_id)
+                return self._save_tracked(values, _check_usage(token_usage),
+                                          encode_calls(self.store.codec, tool_calls), metadata=metadata, name=name,
+                                          auto=auto, expected_version=expected_version, checkpoint_id=checkpoint_id)
             values = values.plain()  # another stream's (or store's) tracked state is plain data here
         state = _state_dict(values)
+        usage = _check_usage(token_usage)
+        tool_rows = encode_calls(self.store.codec, tool_calls)
 
         def events(head: dict[str, Any]) -> list[ops.Event]:
             return ops.diff(head, state)

@@ -430,3 +430,23 @@ def test_checkout_after_reopen_and_of_a_fork(db_path: Path) -> None:
         assert fork.state() == {"log": ["a", "f"]} and stream.state() == {"log": ["a", "b", "c"]}
         stream.save(forked)  # another stream's tracked state: plain data here
         assert stream.state() == {"log": ["a", "f"]}
+
+
+def test_the_head_never_shares_mutable_values_with_the_tracked_state(store: eventckpt.Store) -> None:
+    """After a save, changing the tracked state in place (nested lists of appended items, a set, a value
+    set whole by a sort) changes neither the saved version nor the head a plain read returns."""
+    stream = store.stream("t")
+    stream.save({"messages": [], "tags": {1}})
+    state = stream.checkout()
+    state["messages"].append({"parts": [{"t": "a"}]})
+    state["messages"].append({"parts": [{"t": "b"}]})
+    state["messages"].sort(key=lambda m: m["parts"][0]["t"], reverse=True)
+    state["tags"].add(2)
+    stream.save(state)
+    saved = {"messages": [{"parts": [{"t": "b"}]}, {"parts": [{"t": "a"}]}], "tags": {1, 2}}
+    state["messages"][0]["parts"][0]["t"] = "changed"
+    state["messages"][1]["parts"].append({"t": "more"})
+    state["tags"].add(3)
+    assert stream.state() == saved == stream.get(2).values
+    stream.save(state)
+    assert stream.state() == state and stream.state(2) == saved
