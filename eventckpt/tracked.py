@@ -440,13 +440,13 @@ class TrackedList(_Plain, list):
         self._up, self._key = None, None
         return self
 
-    def _items(self, tracker: Tracker, values: list[Any], start: int) -> tuple[list[Any], list[Recorded]]:
-        """Ingest `values` going to positions start, start+1, ...: their live copies and set events."""
+    def _items(self, tracker: Tracker, values: list[Any], positions: Iterable[int]) -> tuple[list[Any], list[Recorded]]:
+        """Ingest `values` going to `positions`: their live copies, and a set of each (by position)."""
         lives, sets = [], []
-        for i, value in enumerate(values, start):
-            live, raw, head_copy = tracker.ingest(value, self, i)
+        for at, value in zip(positions, values):
+            live, raw, head_copy = tracker.ingest(value, self, at)
             lives.append(live)
-            sets.append((SET, i, head_copy, raw))
+            sets.append((SET, at, head_copy, raw))
         return lives, sets
 
     def _grow(self, values: list[Any]) -> None:
@@ -454,7 +454,7 @@ class TrackedList(_Plain, list):
         if where is None:
             return list.extend(self, values)
         tracker, chain, path = where
-        lives, sets = self._items(tracker, values, len(self))
+        lives, sets = self._items(tracker, values, range(len(self), len(self) + len(values)))
         absorbed = tracker.begin(chain)
         list.extend(self, lives)
         tracker.emit(absorbed, chain, path, _growth(path, sets), False)
@@ -582,21 +582,17 @@ class TrackedList(_Plain, list):
         positions = range(start, max(stop, start)) if step == 1 else range(start, stop, step)
         if values is not None and step != 1 and len(values) != len(positions):
             return list.__setitem__(self, s, values)  # raises ValueError
-        lives: list[Any] = []
-        sets: list[Recorded] = []
-        for at, value in zip(positions if step != 1 else range(start, start + len(values or ())), values or ()):
-            live, raw, head_copy = tracker.ingest(value, self, at)
-            lives.append(live)
-            sets.append((SET, at, head_copy, raw))
+        values = values or []
+        lives, sets = self._items(tracker, values, positions if step != 1 else range(start, start + len(values)))
         events, whole = _slice_events(path, n, positions, step, sets)
         if not events and not whole:
             return
         removed = [list.__getitem__(self, at) for at in positions]
         absorbed = tracker.begin(chain)
-        if values is None:
-            list.__delitem__(self, s)
-        else:
+        if lives or step == 1:
             list.__setitem__(self, s, lives)
+        else:
+            list.__delitem__(self, s)  # an extended slice takes no list of another length
         for value in removed:
             _detach(value)
         tracker.emit(absorbed, chain, path, events, whole)
