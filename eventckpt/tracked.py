@@ -63,7 +63,7 @@ _IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, Decimal, dt.da
                         dt.timedelta, uuid.UUID})
 _MAX_ITEM_EVENTS = 64  # past this many item events, one set of the whole list is smaller
 
-Where = tuple["Tracker", list[Any], Path]
+Where = tuple["Recording", list[Any], Path]
 
 
 _KEYS_SEEN: dict[str, bool] = {}  # dict keys repeat (every message has "role"): skip the regex
@@ -90,7 +90,7 @@ def _immutable(value: Any) -> bool:
     return isinstance(value, enum.Enum)
 
 
-class Tracker:
+class Recording:
     """What one tracked state has recorded since its base version; shared by all of its nodes."""
 
     __slots__ = ("stream", "codec", "version", "checksum", "ops", "open", "watched", "spent")
@@ -217,7 +217,7 @@ class Tracker:
                 continue
             kept.append(entry)
             key = entry[2]
-            tracker, chain, path = where
+            recording, chain, path = where
             try:
                 now = self.codec.encode(value)
             except SerializationError as exc:
@@ -258,7 +258,7 @@ def _holds(up: Any, key: Any, value: Any, entry: list[Any]) -> bool:
 
 
 def locate(node: Any) -> Where | None:
-    """The tracker, the nodes from the root down to `node`, and `node`'s path; None when `node` is not
+    """The recording, the nodes from the root down to `node`, and `node`'s path; None when `node` is not
     (or no longer) in a tracked state."""
     chain = [node]
     keys: list[Any] = []
@@ -266,10 +266,10 @@ def locate(node: Any) -> Where | None:
     while True:
         up = n._up
         if up is None:
-            if type(n) is TrackedState and n._tracker is not None:
+            if type(n) is TrackedState and n._recording is not None:
                 chain.reverse()
                 keys.reverse()
-                return n._tracker, chain, tuple(keys)
+                return n._recording, chain, tuple(keys)
             return None
         key = n._key
         if type(up) is TrackedList:
@@ -348,18 +348,18 @@ class TrackedDict(_Plain, dict):
         where = locate(self)
         if where is None:
             return dict.__setitem__(self, key, value)
-        tracker, chain, path = where
+        recording, chain, path = where
         if old is _MISSING:
             self._check_key(key, where)
-        live, raw, head_copy = tracker.ingest(value, self, key)
+        live, raw, head_copy = recording.ingest(value, self, key)
         bad_before = self._bad
-        absorbed = tracker.begin(chain)
+        absorbed = recording.begin(chain)
         dict.__setitem__(self, key, live)
         if old is _MISSING:
             self._bad += self._bad_key(key)
         else:
             _detach(old)
-        tracker.emit(absorbed, chain, path, [(SET, path + (key,), head_copy, raw)], bool(bad_before or self._bad))
+        recording.emit(absorbed, chain, path, [(SET, path + (key,), head_copy, raw)], bool(bad_before or self._bad))
 
     def __delitem__(self, key: Any) -> None:
         self.pop(key)
@@ -373,13 +373,13 @@ class TrackedDict(_Plain, dict):
         where = locate(self)
         if where is None:
             return dict.pop(self, key)
-        tracker, chain, path = where
+        recording, chain, path = where
         bad_before = self._bad
-        absorbed = tracker.begin(chain)
+        absorbed = recording.begin(chain)
         value = dict.pop(self, key)
         self._bad -= self._bad_key(key)
         _detach(value)
-        tracker.emit(absorbed, chain, path, [(DELETE, path + (key,), None, None)], bool(bad_before))
+        recording.emit(absorbed, chain, path, [(DELETE, path + (key,), None, None)], bool(bad_before))
         return value
 
     def popitem(self) -> tuple[Any, Any]:
@@ -396,9 +396,9 @@ class TrackedDict(_Plain, dict):
         where = locate(self)
         if where is None:
             return dict.clear(self)
-        tracker, chain, path = where
+        recording, chain, path = where
         bad_before = self._bad
-        absorbed = tracker.begin(chain)
+        absorbed = recording.begin(chain)
         if type(self) is TrackedState:
             events: list[Recorded] = [(DELETE, (key,), None, None) for key in self]
         else:
@@ -408,7 +408,7 @@ class TrackedDict(_Plain, dict):
         self._bad = 0
         for value in values:
             _detach(value)
-        tracker.emit(absorbed, chain, path, events, bool(bad_before))
+        recording.emit(absorbed, chain, path, events, bool(bad_before))
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         """Set each key (recorded as a set per key)."""
@@ -440,11 +440,12 @@ class TrackedList(_Plain, list):
         self._up, self._key = None, None
         return self
 
-    def _items(self, tracker: Tracker, values: list[Any], positions: Iterable[int]) -> tuple[list[Any], list[Recorded]]:
+    def _items(self, recording: Recording, values: list[Any],
+               positions: Iterable[int]) -> tuple[list[Any], list[Recorded]]:
         """Ingest `values` going to `positions`: their live copies, and a set of each (by position)."""
         lives, sets = [], []
         for at, value in zip(positions, values):
-            live, raw, head_copy = tracker.ingest(value, self, at)
+            live, raw, head_copy = recording.ingest(value, self, at)
             lives.append(live)
             sets.append((SET, at, head_copy, raw))
         return lives, sets
@@ -453,11 +454,11 @@ class TrackedList(_Plain, list):
         where = locate(self)
         if where is None:
             return list.extend(self, values)
-        tracker, chain, path = where
-        lives, sets = self._items(tracker, values, range(len(self), len(self) + len(values)))
-        absorbed = tracker.begin(chain)
+        recording, chain, path = where
+        lives, sets = self._items(recording, values, range(len(self), len(self) + len(values)))
+        absorbed = recording.begin(chain)
         list.extend(self, lives)
-        tracker.emit(absorbed, chain, path, _growth(path, sets), False)
+        recording.emit(absorbed, chain, path, _growth(path, sets), False)
 
     def append(self, value: Any) -> None:
         """Append `value` (recorded as an append)."""
@@ -500,11 +501,11 @@ class TrackedList(_Plain, list):
         where = locate(self)
         if where is None:
             return list.pop(self, at)
-        tracker, chain, path = where
-        absorbed = tracker.begin(chain)
+        recording, chain, path = where
+        absorbed = recording.begin(chain)
         value = list.pop(self, at)
         _detach(value)
-        tracker.emit(absorbed, chain, path, [(DELETE, path + (at,), None, None)], False)
+        recording.emit(absorbed, chain, path, [(DELETE, path + (at,), None, None)], False)
         return value
 
     def remove(self, value: Any) -> None:
@@ -520,10 +521,10 @@ class TrackedList(_Plain, list):
         where = locate(self)
         if where is None:
             return list.__delitem__(self, slice(length, None))
-        tracker, chain, path = where
-        absorbed = tracker.begin(chain)
+        recording, chain, path = where
+        absorbed = recording.begin(chain)
         list.__delitem__(self, slice(length, None))
-        tracker.emit(absorbed, chain, path, [(TRUNCATE, path, length, None)], False)
+        recording.emit(absorbed, chain, path, [(TRUNCATE, path, length, None)], False)
 
     def sort(self, *, key: Callable[[Any], Any] | None = None, reverse: bool = False) -> None:
         """Sort in place (recorded as a set of the whole list)."""
@@ -537,12 +538,12 @@ class TrackedList(_Plain, list):
         where = locate(self)
         if where is None or len(self) < 2:
             return change()
-        tracker, chain, path = where
-        absorbed = tracker.begin(chain)
+        recording, chain, path = where
+        absorbed = recording.begin(chain)
         try:
             change()
         finally:  # a failed sort may still have moved items
-            tracker.emit(absorbed, chain, path, (), True)
+            recording.emit(absorbed, chain, path, (), True)
 
     def __setitem__(self, i: Any, value: Any) -> None:
         if isinstance(i, slice):
@@ -558,12 +559,12 @@ class TrackedList(_Plain, list):
         where = locate(self)
         if where is None:
             return list.__setitem__(self, at, value)
-        tracker, chain, path = where
-        live, raw, head_copy = tracker.ingest(value, self, at)
-        absorbed = tracker.begin(chain)
+        recording, chain, path = where
+        live, raw, head_copy = recording.ingest(value, self, at)
+        absorbed = recording.begin(chain)
         list.__setitem__(self, at, live)
         _detach(old)
-        tracker.emit(absorbed, chain, path, [(SET, path + (at,), head_copy, raw)], False)
+        recording.emit(absorbed, chain, path, [(SET, path + (at,), head_copy, raw)], False)
 
     def __delitem__(self, i: Any) -> None:
         if isinstance(i, slice):
@@ -576,26 +577,26 @@ class TrackedList(_Plain, list):
         where = locate(self)
         if where is None:
             return list.__delitem__(self, s) if values is None else list.__setitem__(self, s, values)
-        tracker, chain, path = where
+        recording, chain, path = where
         n = len(self)
         start, stop, step = s.indices(n)
         positions = range(start, max(stop, start)) if step == 1 else range(start, stop, step)
         if values is not None and step != 1 and len(values) != len(positions):
             return list.__setitem__(self, s, values)  # raises ValueError
         values = values or []
-        lives, sets = self._items(tracker, values, positions if step != 1 else range(start, start + len(values)))
+        lives, sets = self._items(recording, values, positions if step != 1 else range(start, start + len(values)))
         events, whole = _slice_events(path, n, positions, step, sets)
         if not events and not whole:
             return
         removed = [list.__getitem__(self, at) for at in positions]
-        absorbed = tracker.begin(chain)
+        absorbed = recording.begin(chain)
         if lives or step == 1:
             list.__setitem__(self, s, lives)
         else:
             list.__delitem__(self, s)  # an extended slice takes no list of another length
         for value in removed:
             _detach(value)
-        tracker.emit(absorbed, chain, path, events, whole)
+        recording.emit(absorbed, chain, path, events, whole)
 
 
 def _growth(path: Path, sets: list[Recorded]) -> list[Recorded]:
@@ -632,11 +633,11 @@ def _slice_events(path: Path, n: int, positions: range, step: int, sets: list[Re
 class TrackedState(TrackedDict):
     """The root of a tracked state (from `CheckpointStore.checkout()`): a dict of top-level keys."""
 
-    __slots__ = ("_tracker",)
+    __slots__ = ("_recording",)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> TrackedState:
         self = super().__new__(cls)
-        self._tracker = None
+        self._recording = None
         return self
 
     @classmethod
@@ -644,14 +645,14 @@ class TrackedState(TrackedDict):
         """A tracked copy of `state` (the head of `stream` at `version`; it is not kept)."""
         root = cls()
         with quiet_gc():  # many new containers at once: the collector would rescan the heap many times
-            root._adopt(Tracker(stream, version, checksum), state)
+            root._adopt(Recording(stream, version, checksum), state)
         return root
 
-    def _adopt(self, tracker: Tracker, state: dict[str, Any]) -> None:
+    def _adopt(self, recording: Recording, state: dict[str, Any]) -> None:
         dict.clear(self)
-        self._tracker = tracker
+        self._recording = recording
         for key, value in state.items():
-            dict.__setitem__(self, key, value if type(value) is str else tracker.build(value, self, key))
+            dict.__setitem__(self, key, value if type(value) is str else recording.build(value, self, key))
 
     def _bad_key(self, key: Any) -> bool:
         return False  # top-level keys are checked when set: every one can be addressed
@@ -665,47 +666,47 @@ class TrackedState(TrackedDict):
     @property
     def version(self) -> int:
         """The version this state was checked out at or last saved as (0 for an empty stream)."""
-        return self._tracker.version if self._tracker is not None else 0
+        return self._recording.version if self._recording is not None else 0
 
     @property
     def task_id(self) -> str | None:
         """The stream this state belongs to."""
-        return self._tracker.stream.task_id if self._tracker is not None else None
+        return self._recording.stream.task_id if self._recording is not None else None
 
     def belongs_to(self, stream: CheckpointStore) -> bool:
         """Whether this state was checked out from `stream` (the same stream of the same Store object)."""
-        mine = self._tracker.stream if self._tracker is not None else None
+        mine = self._recording.stream if self._recording is not None else None
         return mine is not None and mine.store is stream.store and mine.task_id == stream.task_id
 
     def refresh(self) -> TrackedState:
         """Start again from the stream's head: unsaved changes are dropped, nodes taken out before
         are detached. Returns this same object."""
-        if self._tracker is None:
+        if self._recording is None:
             raise InvalidArgumentError("state", None, "this TrackedState was not checked out from a stream")
-        fresh = self._tracker.stream.checkout()
-        tracker = fresh._tracker
+        fresh = self._recording.stream.checkout()
+        recording = fresh._recording
         for value in dict.values(fresh):
             if isinstance(value, (TrackedDict, TrackedList)):
                 value._up = self
-        for entry in tracker.watched:
+        for entry in recording.watched:
             if entry[1] is fresh:
                 entry[1] = self
         dict.clear(self)
         dict.update(self, fresh)
         dict.clear(fresh)
-        fresh._tracker = None
-        self._tracker = tracker
+        fresh._recording = None
+        self._recording = recording
         return self
 
     def pending(self) -> tuple[list[Recorded], Callable[[int, bytes], None]]:
         """For CheckpointStore.save: the events to commit and what to call once they are committed."""
-        assert self._tracker is not None
-        tracker = self._tracker
-        events, renewed = tracker.pending()
-        return events, lambda version, checksum: tracker.committed(version, checksum, renewed)
+        assert self._recording is not None
+        recording = self._recording
+        events, renewed = recording.pending()
+        return events, lambda version, checksum: recording.committed(version, checksum, renewed)
 
     @property
     def base(self) -> tuple[int, bytes]:
         """The head (version, checksum) the recorded changes apply to."""
-        assert self._tracker is not None
-        return self._tracker.version, self._tracker.checksum
+        assert self._recording is not None
+        return self._recording.version, self._recording.checksum
