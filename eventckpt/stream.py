@@ -23,7 +23,7 @@ from .errors import (
     StreamNotFoundError,
     VersionNotFoundError,
 )
-from .integrity import ROOT, version_checksum
+from .integrity import version_checksum
 from .journal import StreamRow, VersionRow, _CheckpointIdTaken, _VersionTaken, segments_for
 from .mixin import Checkpointable, Migrations
 from .mixin import restore as restore_object
@@ -272,10 +272,10 @@ class CheckpointStore:
         with store._guard() as journal:
             store._check_generation()
             found = journal.stream_and_head(self.task_id)
-            if found is None:
-                return TrackedState.checkout(self, {}, 0, ROOT)
+            if found is None or found[1] == 0:
+                return TrackedState.checkout(self, {}, 0, None)
             head = store._head(found[0], found[1])
-            return TrackedState.checkout(self, head.state, head.version, head.checksum)
+            return TrackedState.checkout(self, head.state, head.version, head.stream_id)
 
     def _save_tracked(self, state: TrackedState, usage: dict[str, int | float] | None,
                       tool_rows: Sequence[ToolRow], **options: Any) -> Checkpoint:
@@ -362,15 +362,16 @@ class CheckpointStore:
         tool_rows: Sequence[ToolRow] = (),
         created_at: str | None = None,
         at: int | None = None,
-        expected_head: tuple[int, bytes] | None = None,
-        committed: Callable[[int, bytes], None] | None = None,
+        expected_head: tuple[int, int | None] | None = None,
+        committed: Callable[[int, int], None] | None = None,
     ) -> Checkpoint:
         """The one write path: diff or operations -> events, version row, snapshot, in one transaction.
 
         `at` (imports only) numbers the new version above the head instead of head + 1: an exported
         stream that retention thinned out keeps its version numbers. `expected_head` (tracked states)
-        is the (version, checksum) the head must be, else ConflictError; `committed(version, checksum)`
-        is called once the new version is committed.
+        is the (version, stream row id) the head must be, else ConflictError (a stream deleted and saved
+        again has a new id; any empty head matches (0, None)); `committed(version, stream id)` is called
+        once the new version is committed.
         The cached head is trusted on the first attempt: if another process moved the stream since, the
         versions primary key (or the streams foreign key, for a deleted stream) refuses the insert, and
         the commit is redone once against a fresh read, still under the same write lock.
@@ -403,7 +404,7 @@ class CheckpointStore:
                 row, head, created = done[:3]
                 head.version, head.checksum, head.usage = done[3:]
                 if committed is not None:
-                    committed(head.version, head.checksum)
+                    committed(head.version, row.id)
                 break
             version = head.version
             return Checkpoint._stored(  # fields we just wrote: no need for __init__'s checks
@@ -415,7 +416,7 @@ class CheckpointStore:
                  usage_of: Callable[[dict[str, int | float]], dict[str, int | float]], name: str | None,
                  auto: int, meta_text: str | None, expected_version: int | None,
                  checkpoint_id: str | None, tool_rows: Sequence[ToolRow], created_at: str | None,
-                 at: int | None, expected_head: tuple[int, bytes] | None) -> tuple[Any, ...]:
+                 at: int | None, expected_head: tuple[int, int | None] | None) -> tuple[Any, ...]:
         """One try at a commit inside the open write transaction. The head's state is updated in place;
         the caller forgets the cached head if anything fails."""
         store = self.store
@@ -431,7 +432,7 @@ class CheckpointStore:
             if trust:  # nothing is applied yet: the cached head stays, to be caught up under the lock
                 raise _Stale()
             raise ConflictError(self.task_id, expected_version, current)
-        if expected_head is not None and (current, head.checksum) != expected_head:
+        if expected_head is not None and (current, row.id if current else None) != expected_head:
             if trust:
                 raise _Stale()
             raise ConflictError(self.task_id, expected_head[0], current)

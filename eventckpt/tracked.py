@@ -93,13 +93,13 @@ def _immutable(value: Any) -> bool:
 class Recording:
     """What one tracked state has recorded since its base version; shared by all of its nodes."""
 
-    __slots__ = ("stream", "codec", "version", "checksum", "ops", "open", "watched", "spent")
+    __slots__ = ("stream", "codec", "version", "stream_id", "ops", "open", "watched", "spent")
 
-    def __init__(self, stream: CheckpointStore, version: int, checksum: bytes) -> None:
+    def __init__(self, stream: CheckpointStore, version: int, stream_id: int | None) -> None:
         self.stream = stream
         self.codec: Codec = stream.store.codec
         self.version = version
-        self.checksum = checksum
+        self.stream_id = stream_id  # the stream's row: a stream deleted and saved again is a new row
         self.ops: list[Recorded] = []
         self.open: tuple[Any, Path] | None = None  # a container whose whole value is set when closed
         self.watched: list[list[Any]] = []  # [value, container, key, encoding at the last save]
@@ -235,9 +235,9 @@ class Recording:
         self.spent = True
         return events, renewed
 
-    def committed(self, version: int, checksum: bytes, renewed: list[tuple[list[Any], bytes]]) -> None:
+    def committed(self, version: int, stream_id: int, renewed: list[tuple[list[Any], bytes]]) -> None:
         """The pending events are the new head `version`: start recording afresh from there."""
-        self.version, self.checksum = version, checksum
+        self.version, self.stream_id = version, stream_id
         self.ops = []
         self.spent = False
         for entry, raw in renewed:
@@ -641,11 +641,12 @@ class TrackedState(TrackedDict):
         return self
 
     @classmethod
-    def checkout(cls, stream: CheckpointStore, state: dict[str, Any], version: int, checksum: bytes) -> TrackedState:
-        """A tracked copy of `state` (the head of `stream` at `version`; it is not kept)."""
+    def checkout(cls, stream: CheckpointStore, state: dict[str, Any], version: int,
+                 stream_id: int | None) -> TrackedState:
+        """A tracked copy of `state` (the head of `stream`, row `stream_id`, at `version`; not kept)."""
         root = cls()
         with quiet_gc():  # many new containers at once: the collector would rescan the heap many times
-            root._adopt(Recording(stream, version, checksum), state)
+            root._adopt(Recording(stream, version, stream_id), state)
         return root
 
     def _adopt(self, recording: Recording, state: dict[str, Any]) -> None:
@@ -698,15 +699,15 @@ class TrackedState(TrackedDict):
         self._recording = recording
         return self
 
-    def pending(self) -> tuple[list[Recorded], Callable[[int, bytes], None]]:
+    def pending(self) -> tuple[list[Recorded], Callable[[int, int], None]]:
         """For CheckpointStore.save: the events to commit and what to call once they are committed."""
         assert self._recording is not None
         recording = self._recording
         events, renewed = recording.pending()
-        return events, lambda version, checksum: recording.committed(version, checksum, renewed)
+        return events, lambda version, stream_id: recording.committed(version, stream_id, renewed)
 
     @property
-    def base(self) -> tuple[int, bytes]:
-        """The head (version, checksum) the recorded changes apply to."""
+    def base(self) -> tuple[int, int | None]:
+        """The head the recorded changes apply to: (version, the stream's row id; None at version 0)."""
         assert self._recording is not None
-        return self._recording.version, self._recording.checksum
+        return self._recording.version, self._recording.stream_id

@@ -313,6 +313,18 @@ def test_a_recreated_stream_at_the_same_version_is_refused(store: eventckpt.Stor
     assert stream.state() == {"log": ["other"]}
 
 
+def test_retention_does_not_make_a_tracked_state_stale(store: eventckpt.Store) -> None:
+    """Pruning old versions rewrites checksums but keeps the head: a tracked state of it still saves."""
+    stream = store.stream("t")
+    for i in range(4):
+        stream.save({"log": list(range(i))}, auto=True)
+    state = stream.checkout()
+    state["log"].append("mine")
+    assert stream.prune(keep_last=1).removed
+    stream.save(state)
+    assert stream.state() == {"log": [0, 1, 2, "mine"]} and stream.list_versions() == [4, 5]
+
+
 def test_a_failed_save_can_be_retried(store: eventckpt.Store) -> None:
     """A save that fails after folding its events (a duplicate checkpoint id) writes nothing, and saving
     again stores the state exactly once (the recorded values are not reused after being folded)."""
