@@ -49,9 +49,9 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[tuple[float, float], Any]
 
 def naive_history(store: eventckpt.Store, path_text: str) -> list[tuple[Any, ...]]:
     """What answering history costs without the path index: every event of the stream, in order."""
-    journal = store._journal
+    journal = store.core.backend.journal
     row, head = journal.stream_and_head("w")
-    return [r for r in journal.tail(eventckpt.journal.segments_for(store._chain(row), head), 0) if r[3] == path_text]
+    return [r for r in journal.tail(store.core.segments(journal, row, head), 0) if r[3] == path_text]
 
 
 def naive_diff(task: eventckpt.CheckpointStore, a: int, b: int) -> list[Any]:
@@ -80,7 +80,7 @@ def write_overhead(steps: int, workdir: str) -> None:
             store = eventckpt.open(path)
             if label == "without":
                 for sql in WRITE_SIDE:
-                    store._journal.conn.execute(sql)
+                    store.core.backend.journal.conn.execute(sql)
             store.stream("w").save({"messages": [], "step": 0, "scratch": initial_scratch()})
             stores[(label, meta)] = store
     times: dict[tuple[str, bool], list[float]] = {key: [] for key in stores}
@@ -95,7 +95,7 @@ def write_overhead(steps: int, workdir: str) -> None:
                     tx.set("step", s.step)
                     for k, v in s.scratch.items():
                         tx.set(("scratch", k), v)
-                    tx.usage(input_tokens=120, output_tokens=40)
+                    tx.add_usage(input_tokens=120, output_tokens=40)
                 times[(label, meta)].append(time.perf_counter() - t0)
     for store in stores.values():
         store.close()

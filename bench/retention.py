@@ -45,7 +45,7 @@ def run_w(path: str, n: int, first: int = 1) -> list[float]:
             with stream.transaction(auto=s.step % 10 != 0) as tx:  # 1 in 10 steps is a manual checkpoint
                 for op, path, value in changes:
                     getattr(tx, op)(path, value)
-                tx.usage(input_tokens=120, output_tokens=40)
+                tx.add_usage(input_tokens=120, output_tokens=40)
             times.append(time.perf_counter() - t0)
     return times
 

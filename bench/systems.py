@@ -82,7 +82,7 @@ class EventckptTx:
             tx.set("step", s.step)
             for k, v in s.scratch.items():
                 tx.set(("scratch", k), v)
-            tx.usage(input_tokens=120, output_tokens=40)
+            tx.add_usage(input_tokens=120, output_tokens=40)
 
     def restore(self, version: int) -> dict[str, Any]:
         return self.stream.state(version + 1)

@@ -26,8 +26,10 @@ from .errors import (
     SerializationError,
     StorageError,
     StorageFullError,
+    StoreUnavailableError,
     StoreBusyError,
     StoreClosedError,
+    StoreNotFoundError,
     StreamExistsError,
     StreamInUseError,
     StreamNotFoundError,
@@ -35,7 +37,7 @@ from .errors import (
 )
 from .query import HistoryEntry
 from .snapshot import SnapshotPolicy
-from .store import Store, open
+from .store import Store, copy, open
 from .stream import CheckpointStore
 from .tracked import TrackedDict, TrackedList, TrackedState
 from .transaction import Transaction
@@ -76,9 +78,12 @@ __all__ = [
     "SnapshotPolicy",
     "StorageError",
     "StorageFullError",
+    "StoreUnavailableError",
     "Store",
+    "copy",
     "StoreBusyError",
     "StoreClosedError",
+    "StoreNotFoundError",
     "StreamExistsError",
     "StreamInUseError",
     "StreamNotFoundError",

@@ -18,9 +18,12 @@ digits are refused here, so the two kinds can never be confused.
 
 Deleting one checkpoint of an append-only journal (`delete(session, checkpoint_id)`) removes that version
 and folds its changes into the next one (see eventckpt.retention): it is gone from listings and loads,
-every other version still restores exactly. The newest checkpoint (the session's current state) and a
-checkpoint another session was forked from cannot be deleted alone (VersionInUseError); delete the
-session instead.
+every other version still restores exactly. Deleting the newest checkpoint makes the one before it the
+latest, as llmfy does; its version number is never given to a later checkpoint. A checkpoint another
+session was forked from cannot be deleted alone (VersionInUseError); delete the sessions instead.
+
+As in llmfy, a session that was never saved is not an error for `load` (None), `list` ([]) and `delete`
+(False); every other call raises StreamNotFoundError for it.
 """
 
 from __future__ import annotations
@@ -36,11 +39,12 @@ from . import store as _store
 from .checkpoint import Checkpoint
 from .diffing import Diff
 from .query import HistoryEntry
-from .errors import InvalidArgumentError, VersionNotFoundError
+from .errors import InvalidArgumentError, StreamNotFoundError, VersionNotFoundError
 from .mixin import Migrations
 from .retention import Pruned
 from .store import Store
-from .stream import CheckpointStore, check_task_id
+from .checks import check_task_id
+from .stream import CheckpointStore
 
 T = TypeVar("T")
 
@@ -86,14 +90,15 @@ class AsyncStore:
     async def save(self, session_id: str, state: Any, token_usage: Mapping[str, int | float] | None = None, *,
                    metadata: Mapping[str, Any] | None = None, name: str | None = None, auto: bool = False,
                    expected_version: int | None = None, checkpoint_id: str | None = None,
-                   tool_calls: Any = None) -> Checkpoint:
+                   tool_calls: Any = None, add_usage: Mapping[str, int | float] | None = None) -> Checkpoint:
         """Save `state` as the session's next checkpoint (see CheckpointStore.save). Its `values` are read
         lazily, with a blocking read: use `load()` to read a state from async code."""
         if checkpoint_id is not None and type(checkpoint_id) is str and checkpoint_id.isdigit():
             raise InvalidArgumentError("checkpoint_id", checkpoint_id, "ids made only of digits would read as version numbers")
         stream = self._stream(session_id)
         return await self._run(stream.save, state, token_usage, metadata=metadata, name=name, auto=auto,
-                               expected_version=expected_version, checkpoint_id=checkpoint_id, tool_calls=tool_calls)
+                               expected_version=expected_version, checkpoint_id=checkpoint_id, tool_calls=tool_calls,
+                               add_usage=add_usage)
 
     async def load(self, session_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
         """The checkpoint with `checkpoint_id` (the latest when None), values loaded; None when missing."""
@@ -114,7 +119,10 @@ class AsyncStore:
         stream = self._stream(session_id)
 
         def newest() -> list[Checkpoint]:
-            chosen = stream.log(limit) if limit != 0 else []  # one query, O(limit)
+            try:
+                chosen = stream.log(limit)  # one query, O(limit)
+            except StreamNotFoundError:  # as llmfy's list: a session never saved has no checkpoints
+                return []
             return [_loaded(cp) for cp in chosen] if with_values else chosen
 
         return await self._run(newest)
@@ -140,7 +148,8 @@ class AsyncStore:
         def clear() -> int:
             names = self.store.streams()
             for name in names:
-                if self.store.stream(name).parent is None:  # a root takes its forks with it
+                stream = self.store.stream(name)
+                if stream.exists() and stream.parent is None:  # a root takes its forks with it
                     self.store.delete_stream(name, forks=True)
             return len(names)
 
@@ -206,8 +215,8 @@ class AsyncStore:
 
 
 def _resolve(stream: CheckpointStore, checkpoint_id: str | None) -> int:
-    """The version a checkpoint id names in this session's lineage (0 when none)."""
-    if checkpoint_id is None:
+    """The version a checkpoint id names in this session's lineage (0 when none, or no such session)."""
+    if checkpoint_id is None or not stream.exists():
         return stream.version
     found = stream.find(checkpoint_id)
     if found is not None:

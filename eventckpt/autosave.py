@@ -1,7 +1,4 @@
-"""Checkpoints taken for you: around a risky block (`rollback_on_error`) and every N calls (`@checkpoint`).
-
-    with stream.rollback_on_error(agent):      # saved first if it changed; restored if the block raises
-        risky_operation(agent)
+"""Checkpoints taken for you every N calls (`@checkpoint`; around a risky block see eventckpt.rollback).
 
     @eventckpt.checkpoint(stream, every=5)      # saves the first argument after every 5th call (auto=True)
     def process(agent, msg): ...
@@ -12,41 +9,15 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-from . import ops
-from .errors import InvalidArgumentError, RollbackError
-from .mixin import Migrations
+from .checks import check_task_id
+from .errors import InvalidArgumentError
 from .store import Store
-from .stream import CheckpointStore, _state_dict, check_task_id
-
-if TYPE_CHECKING:
-    from .checkpoint import Checkpoint
+from .stream import CheckpointStore
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@contextmanager
-def rollback_on_error(stream: CheckpointStore, obj: Any, *, name: str | None = None,
-                      metadata: Mapping[str, Any] | None = None,
-                      migrations: Migrations | None = None) -> Iterator[Checkpoint]:
-    """Save `obj` (unless it equals the head), run the block, and restore `obj` in place from that
-    version if the block raises; the exception is re-raised, never suppressed. If restoring fails too,
-    RollbackError (carrying the block's exception as `original`) is raised instead."""
-    state = _state_dict(obj)
-    version = stream.version
-    if version == 0 or ops.diff(stream.state(version), state):
-        version = stream.save(obj, metadata=metadata, name=name).version
-    try:
-        yield stream.get(version)
-    except BaseException as exc:
-        try:
-            stream.load_into(obj, version, migrations=migrations)
-        except Exception as failure:
-            raise RollbackError(stream.task_id, version, exc, failure) from failure
-        raise
 
 
 def checkpoint(target: CheckpointStore | Store, key: str | None = None, every: int = 5, *,

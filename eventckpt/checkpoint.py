@@ -140,7 +140,7 @@ class Checkpoint:
         return self.metadata.get("step")
 
     @classmethod
-    def _stored(cls, task_id: str, version: int, token_usage: dict[str, int | float], metadata: dict[str, Any],
+    def trusted(cls, task_id: str, version: int, token_usage: dict[str, int | float], metadata: dict[str, Any],
                 created_at: str, name: str | None, auto: bool, parent: ForkOrigin | None,
                 checkpoint_id: str | None, loader: Callable[[], Any]) -> Checkpoint:
         """A checkpoint read from a store (trusted, already-decoded fields; values loaded on first access):

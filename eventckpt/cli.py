@@ -27,8 +27,10 @@ from .cli_output import (
     history_line,
     log_line,
     parse_meta,
+    is_version,
     parse_path,
     parse_ref,
+    parse_version,
     table,
     value_json,
 )
@@ -69,19 +71,35 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(eventckpt.__version__, prog_name="eventckpt")
 def main() -> None:
-    """eventckpt: an event-sourced checkpoint store in one SQLite file.
+    """eventckpt: an event-sourced checkpoint store in one SQLite file (or a PostgreSQL database).
 
-    Every command takes the store file first; --json prints JSON for scripts.
+    Every command takes the store first (a file, or a postgresql:// URL); --json prints JSON for scripts.
     """
 
 
-STORE = click.argument("path", metavar="STORE", type=click.Path(dir_okay=False, exists=True))
+class StoreTarget(click.ParamType):
+    """A store: a file path, or a postgresql:// URL (the same commands work on both)."""
+
+    name = "store"
+
+    def __init__(self, exists: bool = True) -> None:
+        self.path = click.Path(dir_okay=False, exists=exists)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith(("postgresql://", "postgres://")):
+            return value
+        return self.path.convert(value, param, ctx)
+
+
+STORE = click.argument("path", metavar="STORE", type=StoreTarget())
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
 @contextmanager
-def _open(path: str, **options: Any) -> Iterator[eventckpt.Store]:
-    with eventckpt.open(path, **options) as store:
+def _open(path: str, *, create: bool = False) -> Iterator[eventckpt.Store]:
+    """The store at `path`. Only `demo` and `import` create one: every other command refuses a missing or
+    empty file (StoreNotFoundError) and leaves it as it was."""
+    with eventckpt.open(path, create=create) as store:
         yield store
 
 
@@ -147,12 +165,10 @@ def log(path: str, stream: str, limit: int | None, before: int | None, name: str
         meta: tuple[str, ...], as_json: bool) -> None:
     """Show a stream's checkpoints, newest first, without reading any state.
 
-    Example: eventckpt log agent.db task-1 -n 20 --meta node=tools
+    Example: eventckpt log agent.db demo -n 20 --meta node=tools
     """
     with _open(path) as store:
         task = store.stream(stream)
-        if not task.exists():
-            raise eventckpt.StreamNotFoundError(stream)
         checkpoints = task.log(limit, before=before, name=name, auto=auto, metadata=parse_meta(meta))
         if as_json:
             emit_json([checkpoint_json(store, cp) for cp in checkpoints])
@@ -188,13 +204,11 @@ def search(path: str, name: str | None, meta: tuple[str, ...], limit: int | None
 def show(path: str, ref: str, as_json: bool) -> None:
     """Print the state of a stream at a version (the head by default) as JSON.
 
-    Example: eventckpt show agent.db task-1@3
+    Example: eventckpt show agent.db demo@3
     """
-    stream, version = parse_ref(ref)
     with _open(path) as store:
+        stream, version = parse_ref(store, ref)
         task = store.stream(stream)
-        if not task.exists():
-            raise eventckpt.StreamNotFoundError(stream)
         cp = task.get(version if version is not None else task.version)
         if as_json:
             emit_json({**checkpoint_json(store, cp), "values": value_json(store, cp.values)})
@@ -213,15 +227,17 @@ def diff(path: str, old: str, new: str | None, width: int, as_json: bool) -> Non
     """Show what changed from one version to another: added (+), removed (-) and changed (~) paths.
 
     The second version defaults to the head of the first stream; it may be a bare version of the same
-    stream (eventckpt diff agent.db task-1@3 7) or a version of a fork.
+    stream (eventckpt diff agent.db demo@3 7, or v7) or a version of another stream, such as a fork.
 
-    Example: eventckpt diff agent.db task-1@3 task-1~1@5
+    Example: eventckpt diff agent.db demo@3 demo-retry@4
     """
-    stream, a = parse_ref(old)
-    b: Any = int(new) if new is not None and new.isdigit() else parse_ref(new) if new is not None else None
     with _open(path) as store:
+        stream, a = parse_ref(store, old)
+        b: Any = None
+        if new is not None:
+            b = parse_version(new) if is_version(new) else parse_ref(store, new)
         task = store.stream(stream)
-        result = task.diff(a if a is not None else task.version, b)
+        result = task.diff(a, b)  # None: the head
         if as_json:
             emit_json(diff_json(store, result))
             return
@@ -247,16 +263,15 @@ def history(path: str, stream: str, key_path: str, since: int | None, until: int
 
     PATH is a key, a dotted path or a SQLite JSON path: step, scratch.k05, messages[3].content, $."a.b".
 
-    Example: eventckpt history agent.db task-1 scratch.best_fare
+    Example: eventckpt history agent.db demo scratch.best_fare
     """
     parts = parse_path(key_path)
     with _open(path) as store:
-        task = store.stream(stream)
-        if not task.exists():
-            raise eventckpt.StreamNotFoundError(stream)
-        entries = task.history(parts, since=since, until=until, limit=limit)
+        entries = store.stream(stream).history(parts, since=since, until=until, limit=limit)
         if as_json:
             emit_json([history_json(store, e) for e in entries])
+        elif not entries:
+            click.echo(f"no changes of {key_path} in {stream}")
         else:
             for entry in entries:
                 click.echo(history_line(entry, parts))
@@ -273,10 +288,10 @@ def history(path: str, stream: str, key_path: str, since: int | None, until: int
 def fork(path: str, ref: str, new_name: str | None, as_json: bool) -> None:
     """Start a new stream that shares a stream's history up to a version (the head by default).
 
-    Nothing is copied. Example: eventckpt fork agent.db task-1@3 --name task-1-retry
+    Nothing is copied. Example: eventckpt fork agent.db demo@3 --name retry
     """
-    stream, version = parse_ref(ref)
     with _open(path) as store:
+        stream, version = parse_ref(store, ref)
         branch = store.stream(stream).fork(at=version, task_id=new_name)
         origin = branch.parent
         if as_json:
@@ -293,7 +308,7 @@ def fork(path: str, ref: str, new_name: str | None, as_json: bool) -> None:
 def rollback(path: str, stream: str, version: int, as_json: bool) -> None:
     """Append a new version whose state equals an earlier one; nothing is deleted.
 
-    Example: eventckpt rollback agent.db task-1 3
+    Example: eventckpt rollback agent.db demo 3
     """
     with _open(path) as store:
         cp = store.stream(stream).rollback(version)
@@ -359,7 +374,7 @@ def stats(path: str, as_json: bool) -> None:
 def export(path: str, stream: str, forks: bool, output: Any) -> None:
     """Write a stream's whole history as JSON Lines (with --forks, its forks too).
 
-    Example: eventckpt export agent.db task-1 --forks -o task-1.jsonl
+    Example: eventckpt export agent.db demo --forks -o demo.jsonl
     """
     with _open(path) as store:
         for chunk in store.export(stream, forks=forks):
@@ -367,13 +382,13 @@ def export(path: str, stream: str, forks: bool, output: Any) -> None:
 
 
 @main.command(name="import")
-@click.argument("path", metavar="STORE", type=click.Path(dir_okay=False))
+@click.argument("path", metavar="STORE", type=StoreTarget(exists=False))
 @click.argument("source", metavar="FILE", type=click.File("rb"))
 @JSON
 def import_(path: str, source: Any, as_json: bool) -> None:
     """Import streams from a JSON Lines export (FILE, or - for stdin) into STORE (created if missing).
 
-    Nothing is kept if any line fails. Example: eventckpt import copy.db task-1.jsonl
+    Nothing is kept if any line fails or the export is not whole. Example: eventckpt import copy.db demo.jsonl
     """
     size = _size(source)
     progress = _Progress("importing")
@@ -384,15 +399,68 @@ def import_(path: str, source: Any, as_json: bool) -> None:
         done += n
         progress(done, size)
 
+    local = not path.startswith(("postgresql://", "postgres://"))  # a database is one transaction: nothing to undo
+    existed = local and os.path.exists(path)
+    fresh = local and (not existed or os.path.getsize(path) == 0)
     try:
-        with _open(path) as store:
-            names = store.import_lines(source, progress=step if size else None)
+        with _open(path, create=True) as store:
+            try:
+                names = store.import_lines(source, progress=step if size else None)
+            except BaseException:
+                fresh = fresh and _holds_nothing(store)  # another process may have written meanwhile
+                raise
+    except BaseException:
+        if fresh:  # the store this import created holds nothing: leave the path as it was
+            _unmake_store(path, existed)
+        raise
     finally:
         progress.close()
     if as_json:
         emit_json({"streams": names})
     else:
         click.echo(f"imported {len(names)} streams: {', '.join(names)}")
+
+
+@main.command()
+@click.argument("source", metavar="SRC", type=StoreTarget())
+@click.argument("target", metavar="DST", type=StoreTarget(exists=False))
+@JSON
+def copy(source: str, target: str, as_json: bool) -> None:
+    """Copy every stream of SRC into DST (created if missing), between engines in either direction:
+    version numbers, times, checksums and LangGraph threads are kept. One stream tree at a time, each all
+    or nothing; streams DST already has are refused before anything is written. SRC and DST are files or
+    postgresql:// URLs (eventckpt copy agent.db postgresql://me@db-host/agents).
+
+    Example: eventckpt copy agent.db backup.db
+    """
+    progress = _Progress("copying")
+    try:
+        copied = eventckpt.copy(source, target, progress=progress)
+    finally:
+        progress.close()
+    if as_json:
+        emit_json({"streams": list(copied.streams), "versions": copied.versions})
+    else:
+        click.echo(f"copied {len(copied.streams)} streams, {copied.versions} versions")
+
+
+def _holds_nothing(store: eventckpt.Store) -> bool:
+    try:
+        return not store.streams()
+    except eventckpt.EventCkptError:
+        return False
+
+
+def _unmake_store(path: str, existed: bool) -> None:
+    """Undo the store a failed import created (closed, holding nothing): a path that did not exist is
+    removed, an empty file it was given is emptied again. When SQLite left its -wal/-shm files, another
+    connection has the file open, and it stays."""
+    if any(os.path.exists(path + suffix) for suffix in ("-wal", "-shm", "-journal")):
+        return
+    if existed:
+        os.truncate(path, 0)
+    else:
+        os.remove(path)
 
 
 def _size(source: Any) -> int:
@@ -408,12 +476,13 @@ def _size(source: Any) -> int:
 @JSON
 def sql(path: str, query: str, as_json: bool) -> None:
     """Run a read-only SQL query on the store (the views: checkpoints, changes, path_history, lineage,
-    stream_heads). The file is opened read-only: nothing can be written.
+    stream_heads). Only reads are allowed (SELECT, EXPLAIN, PRAGMAs that read): a statement that would
+    write is refused and nothing changes.
 
-    Example: eventckpt sql agent.db "SELECT version, name FROM checkpoints WHERE stream = 'task-1'"
+    Example: eventckpt sql agent.db "SELECT stream, head FROM stream_heads"
     """
-    with _open(path, readonly=True) as store, store._guard() as journal:
-        columns, rows = journal.query(query)
+    with _open(path) as store:
+        columns, rows = store.sql(query)
     rows = [[r.hex() if isinstance(r, bytes) else r for r in row] for row in rows]
     if as_json:
         emit_json([dict(zip(columns, row)) for row in rows])
@@ -431,11 +500,14 @@ def demo(path: str, steps: int) -> None:
     """Run a short simulated agent on a single-file store and show its log, a time-travel restore, a diff
     and a fork.
 
+    It writes the streams `demo` and `demo-retry`; when the file already has a stream by either name, it
+    writes `demo-2` and `demo-2-retry` (or `demo-3`, ...) instead: it never changes or deletes what is there.
+
     Example: eventckpt demo agent.db
     """
-    with _open(path) as store:
-        store.delete_stream("demo", forks=True)
-        task = store.stream("demo")
+    with _open(path, create=True) as store:
+        name = _demo_name(store)
+        task = store.stream(name)
         task.save({"messages": [{"role": "user", "content": "Find the cheapest flight to Lisbon."}],
                    "plan": ["search flights"], "scratch": {"searches": 0}, "step": 0},
                   {"input_tokens": 0, "output_tokens": 0}, name="start", metadata={"node": "input"})
@@ -449,10 +521,10 @@ def demo(path: str, steps: int) -> None:
                     tx.incr(("scratch", "searches"))
                     tx.set(("scratch", "best_fare"), 120 - step * 3)
                 tx.set("step", step)
-                tx.usage(input_tokens=120, output_tokens=40)
+                tx.add_usage(input_tokens=120, output_tokens=40)
         task.save({**task.state(), "plan": ["search flights", "book flight"]}, metadata={"node": "planner"})
 
-        click.echo(f"store {path}: stream 'demo', {task.version} versions\n")
+        click.echo(f"store {path}: stream {name!r}, {task.version} versions\n")
         click.echo("log (newest first):")
         for cp in task.log():
             click.echo("  " + log_line(cp))
@@ -469,16 +541,26 @@ def demo(path: str, steps: int) -> None:
         for change in changes:
             click.echo("  " + change_line(change, 90))
 
-        branch = task.fork(at=back, task_id="demo-retry")
+        branch = task.fork(at=back, task_id=f"{name}-retry")
         branch.save({**then, "plan": ["search trains"]}, metadata={"node": "replan"})
-        click.echo(f"\nforked 'demo' at v{back} into '{branch.task_id}' (v{branch.version}); "
-                   f"'demo' keeps all {task.version} versions")
-        click.echo(f"diff demo@{task.version} -> demo-retry@{branch.version}:")
+        click.echo(f"\nforked {name!r} at v{back} into {branch.task_id!r} (v{branch.version}); "
+                   f"{name!r} keeps all {task.version} versions")
+        click.echo(f"diff {name}@{task.version} -> {branch.task_id}@{branch.version}:")
         for change in task.diff(task.version, (branch.task_id, branch.version)):
             click.echo("  " + change_line(change, 90))
     size = os.path.getsize(path)
-    click.echo(f"\nfile: {path}, {size:,} bytes. Try: eventckpt history {path} demo scratch.best_fare\n"
-               f"  or: sqlite3 {path} \"SELECT version, name, input_tokens FROM checkpoints WHERE stream = 'demo'\"")
+    click.echo(f"\nfile: {path}, {size:,} bytes. Try: eventckpt history {path} {name} scratch.best_fare\n"
+               f"  or: sqlite3 {path} \"SELECT version, name, input_tokens FROM checkpoints WHERE stream = '{name}'\"")
+
+
+def _demo_name(store: eventckpt.Store) -> str:
+    """`demo`, or the first of `demo-2`, `demo-3`, ... that is free together with its `-retry` fork."""
+    taken = set(store.streams())
+    name, n = "demo", 1
+    while name in taken or f"{name}-retry" in taken:
+        n += 1
+        name = f"demo-{n}"
+    return name
 
 
 if __name__ == "__main__":  # pragma: no cover

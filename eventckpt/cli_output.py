@@ -11,29 +11,44 @@ import orjson
 
 from .checkpoint import Checkpoint, format_time
 from .diffing import ADDED, REMOVED, Change, Diff
-from .errors import InvalidArgumentError, PathError
-from .paths import Path, from_text, normalize, to_text
+from .errors import InvalidArgumentError, StreamNotFoundError
+from .paths import Path, parse, to_text
 from .query import HistoryEntry
 from .store import Store
 
 # -- arguments ----------------------------------------------------------------------------------------
 
 
-def parse_ref(text: str) -> tuple[str, int | None]:
-    """STREAM[@VERSION]: a stream name may itself hold '@', so only a numeric suffix is a version."""
-    name, at, version = text.rpartition("@")
-    if at and name and version.isdigit():
-        return name, int(version)
-    return text, None
+def parse_ref(store: Store, text: str) -> tuple[str, int | None]:
+    """STREAM[@VERSION]: VERSION is a number, or the log's `vN`. A name that is itself a stream is that
+    stream's head, so names holding '@' (user@example.com) stay addressable: `user@example.com@3` is
+    its version 3. New names cannot end in '@' and a version (see check_new_name)."""
+    if "@" not in text or store.stream(text).exists():
+        return text, None
+    name, _, version = text.rpartition("@")
+    if not is_version(version) and not store.stream(name).exists():
+        raise StreamNotFoundError(text)
+    return name, parse_version(version, text)
+
+
+def parse_version(text: str, ref: str | None = None) -> int:
+    """A version as the CLI takes it: 3 or v3."""
+    digits = text[1:] if text[:1] == "v" else text
+    if not digits.isascii() or not digits.isdigit():
+        raise InvalidArgumentError("version", ref if ref is not None else text,
+                                   "a version is a whole number such as 3 or v3 (STREAM@3, STREAM@v3)")
+    return int(digits)
+
+
+def is_version(text: str) -> bool:
+    """Whether a diff's second side is a bare version of the first stream (7 or v7)."""
+    digits = text[1:] if text[:1] == "v" else text
+    return digits.isascii() and digits.isdigit()
 
 
 def parse_path(text: str) -> Path:
     """A key, a dotted path (scratch.k05, messages[3].content) or a SQLite JSON path ($."a.b")."""
-    full = text if text.startswith("$") else "$." + text
-    try:
-        return normalize(from_text(full))
-    except (ValueError, IndexError):
-        raise PathError((text,), "not a path: use key, key.sub, key[3] or a JSON path like $.key") from None
+    return parse(text)
 
 
 def parse_meta(items: Sequence[str]) -> dict[str, Any] | None:

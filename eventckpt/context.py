@@ -17,10 +17,11 @@ from typing import Any
 
 from .checkpoint import Checkpoint
 from .errors import InvalidArgumentError
-from .mixin import _copy
+from .mixin import copy_value
 from .store import Store
 from .store import open as open_store
-from .stream import CheckpointStore, _check_usage
+from .checks import check_usage
+from .stream import CheckpointStore
 
 
 class ContextState(MutableMapping[str, Any]):
@@ -39,7 +40,7 @@ class ContextState(MutableMapping[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         """An independent deep copy of the state."""
-        return _copy(self._data)
+        return copy_value(self._data)
 
     def __getitem__(self, key: str) -> Any:
         return self._data[key]
@@ -71,8 +72,8 @@ class Context:
             self.stream = task
         else:
             self.stream = (store or open_store(":memory:")).stream(task)
-        self.state = ContextState(_copy(dict(state or {})))
-        self._usage: dict[str, int | float] = dict(_check_usage(token_usage) or {})
+        self.state = ContextState(copy_value(dict(state or {})))
+        self._usage: dict[str, int | float] = dict(check_usage(token_usage) or {})
 
     @property
     def task_id(self) -> str:
@@ -85,7 +86,7 @@ class Context:
 
     def add_tokens(self, usage: Mapping[str, int | float]) -> None:
         """Add to the token counters (`{"input_tokens": 100}`)."""
-        for key, n in (_check_usage(usage) or {}).items():
+        for key, n in (check_usage(usage) or {}).items():
             self._usage[key] = self._usage.get(key, 0) + n
 
     def snapshot(self, *, metadata: Mapping[str, Any] | None = None, name: str | None = None,

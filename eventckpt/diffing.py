@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .checkpoint import Checkpoint
 from .codec import quiet_gc
 from .errors import InvalidArgumentError, StreamNotFoundError, VersionNotFoundError
-from .journal import EventRow, Journal, Segment, segments_for
-from .materialize import _appended, _rebuild_key, replay
+from .journal import EventRow, Journal, Segment
+from .materialize import appended_items, rebuild_key, replay
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
 from .paths import Path, addressable, child_ranges, from_text, to_text
 from .snapshot import parse_manifest
+from .states import state_dict
 
 if TYPE_CHECKING:
     from .codec import Codec
-    from .store import Store
-    from .stream import CheckpointStore
+    from .core import Core
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
 
@@ -119,32 +119,29 @@ class Diff:
 # -- entry point ------------------------------------------------------------------------------------
 
 
-def diff(stream: CheckpointStore, a: Any, b: Any = None, *, live: Any = None) -> Diff:
+def diff(core: Core, task_id: str, a: Any, b: Any = None, *, live: Any = None) -> Diff:
     """See CheckpointStore.diff."""
-    from .stream import _state_dict
-
-    store = stream.store
-    with store._guard() as journal, journal.read():
-        side_a = _Side.resolve(store, stream.task_id, a, "a")
+    with core.session() as journal, journal.read():
+        side_a = _Side.resolve(core, journal, task_id, a, "a")
         if live is not None:
             if b is not None:
                 raise InvalidArgumentError("b", b, "compare with a version (b) or a live state (live=), not both")
-            old = store._state_at(side_a.row, side_a.version) if side_a.version else {}
-            new = {key: store.codec.encode_copy(value)[1] for key, value in _state_dict(live).items()}
+            old = core.state_at(journal, side_a.row, side_a.version)
+            new = {key: core.codec.encode_copy(value)[1] for key, value in state_dict(live).items()}
             changes: list[Change] = []
             for key in {**old, **new}:  # top-level keys are always compared one by one, "$" or not
                 _compare((key,), old.get(key, MISSING), new.get(key, MISSING), changes)
             return Diff(side_a.ref, None, tuple(changes))
-        side_b = _Side.resolve(store, stream.task_id, b, "b")
+        side_b = _Side.resolve(core, journal, task_id, b, "b")
         with quiet_gc():  # a long range makes thousands of Change objects, none of them cyclic
-            changes = _Differ(store, journal, side_a, side_b).changes()
+            changes = _Differ(core, journal, side_a, side_b).changes()
         return Diff(side_a.ref, side_b.ref, tuple(changes))
 
 
 @dataclass
 class _Side:
     task_id: str
-    row: Any  # None for a stream that does not exist yet (its only version is 0, the empty state)
+    row: Any
     version: int
     segments: list[Segment]
 
@@ -153,7 +150,7 @@ class _Side:
         return VersionRef(self.task_id, self.version)
 
     @classmethod
-    def resolve(cls, store: Store, task_id: str, spec: Any, argument: str) -> _Side:
+    def resolve(cls, core: Core, journal: Journal, task_id: str, spec: Any, argument: str) -> _Side:
         """A version of this stream (int; None: the head), (task_id, version), or a Checkpoint."""
         if isinstance(spec, Checkpoint):
             task_id, version = spec.task_id, spec.version
@@ -163,19 +160,16 @@ class _Side:
             version = spec
         else:
             raise InvalidArgumentError(argument, spec, "a version is an int, a (task_id, version) pair or a Checkpoint")
-        journal = store._journal
         found = journal.stream_and_head(task_id)
         if found is None:
-            if version in (None, 0):
-                return cls(task_id, None, 0, [])
             raise StreamNotFoundError(task_id)
         row, head = found
         if version is None:
             version = head
-        if type(version) is not int or not 0 <= version <= head:
+        if type(version) is not int or not 1 <= version <= head:  # 0 names no checkpoint, as in get()
             raise VersionNotFoundError(task_id, version, head)
-        segments = segments_for(store._chain(row), version)
-        if version and not any(s.lo <= version <= s.hi and journal.version_row(s.stream_id, version) for s in segments):
+        segments = core.segments(journal, row, version)
+        if not any(s.lo <= version <= s.hi and journal.version_row(s, version) for s in segments):
             raise VersionNotFoundError(task_id, version, head)
         return cls(task_id, row, version, segments)
 
@@ -196,19 +190,21 @@ def common_version(a: Sequence[Segment], b: Sequence[Segment]) -> int:
 
 
 class _Differ:
-    def __init__(self, store: Store, journal: Journal, a: _Side, b: _Side) -> None:
-        self.store, self.journal, self.codec = store, journal, store.codec
+    def __init__(self, core: Core, journal: Journal, a: _Side, b: _Side) -> None:
+        self.core, self.journal, self.codec = core, journal, core.codec
         self.a, self.b = a, b
         self.common = common_version(a.segments, b.segments)
-        self.base = [s for s in (Segment(s.stream_id, s.lo, min(s.hi, self.common)) for s in a.segments) if s.lo <= s.hi]
+        self.base = [s for s in (Segment(s.tree_id, s.stream_id, s.lo, min(s.hi, self.common)) for s in a.segments) if s.lo <= s.hi]
 
     def changes(self) -> list[Change]:
         touched_a, touched_b = self._touched(self.a), self._touched(self.b)
         for side, touched in ((self.a, touched_a), (self.b, touched_b)):
             self._promote_shifted_lists(side, touched)
         paths = {text: _lift(from_text(text)) for text in touched_a.keys() | touched_b.keys()}
-        present = set(paths.values())
-        roots = sorted((p for p in present if not any(p[:i] in present for i in range(1, len(p)))), key=_path_key)
+        opaque = [a for a in map(self._opaque_ancestor, _roots(set(paths.values()))) if a is not None]
+        if opaque:  # an event below a dict that save() keeps as one value: compare that dict whole
+            paths = {t: next((a for a in opaque if p[:len(a)] == a), p) for t, p in paths.items()}
+        roots = _roots(set(paths.values()))
         root_set = set(roots)
         # per side, the roots with a touched path strictly below them (or lifted into them)
         below = {side: {p[:i] for t in touched for p in [paths[t]] for i in range(1, len(p) + 1)
@@ -224,6 +220,21 @@ class _Differ:
             else:
                 _compare(path, self._value_at(self.a, path), self._value_at(self.b, path), out)
         return out
+
+    def _opaque_ancestor(self, path: Path) -> Path | None:
+        """The outermost ancestor of `path` that is, on either side, a dict whose keys cannot all be paths
+        (a "$" key, a non-str key): one value to save() and to a diff. Looked for only when the newest
+        event at an ancestor wrote a tagged value (such a dict is stored as {"$dict": ...})."""
+        if len(path) < 2:
+            return None
+        for side in (self.a, self.b):
+            row, _ = _newest(self.journal, side.segments, path[:-1], side.version)
+            if row is not None and row[4] is not None and _TAGGED in row[4]:
+                for i in range(1, len(path)):
+                    value = value_at(self.journal, self.codec, side.segments, path[:i], side.version)
+                    if type(value) is dict and not _recursable(value):
+                        return path[:i]
+        return None
 
     def _touched(self, side: _Side) -> dict[str, tuple[int, int]]:
         """Paths with an event after the common version on this side -> (version, seq) of the last."""
@@ -258,7 +269,7 @@ class _Differ:
         """Compare a list each side only appended to (`side_*`: items appended, whether it touched it)."""
         (grown_a, touched_a), (grown_b, touched_b) = side_a, side_b
         length = list_length(self.journal, self.codec, self.base, path, self.common) if self.common else None
-        run_a, run_b = (_Run(self.store, s.segments, text, self.common, s.version) for s in (self.a, self.b))
+        run_a, run_b = (_Run(self.core, s.segments, text, self.common, s.version) for s in (self.a, self.b))
         if length is None:  # the list did not exist at the common version: the runs are the whole lists
             _compare(path, run_a.items() if touched_a else MISSING, run_b.items() if touched_b else MISSING, out)
         elif not grown_a:
@@ -273,7 +284,7 @@ class _Differ:
 
     def _event(self, side: _Side, pos: tuple[int, int]) -> tuple[str, str, str | None]:
         owner = next(s for s in side.segments if s.lo <= pos[0] <= s.hi)
-        return self.journal.event_at(owner.stream_id, *pos)
+        return self.journal.event_at(owner, *pos)
 
     def _value_at(self, side: _Side, path: Path) -> Any:
         return value_at(self.journal, self.codec, side.segments, path, side.version)
@@ -316,7 +327,7 @@ def value_at(journal: Journal, codec: Codec, segments: Sequence[Segment], path: 
                 return codec.decode(text)
             if not tagged:
                 return MISSING
-    return _descend(key_at(journal, codec, segments, path[0], version), path[1:])
+    return descend(key_at(journal, codec, segments, path[0], version), path[1:])
 
 
 def _tag_like(rel: Path) -> bool:
@@ -354,7 +365,7 @@ def key_at(journal: Journal, codec: Codec, segments: Sequence[Segment], key: str
         since, _, manifest_text = snap
         entry = parse_manifest(manifest_text).get(key)
         if entry is not None:
-            _rebuild_key(journal, codec, segs, holder, key, entry[0], since, None)  # type: ignore[arg-type]
+            rebuild_key(journal, codec, segs, holder, key, entry[0], since, None)  # type: ignore[arg-type]
             return holder.get(key, MISSING)
     replay(codec, holder, journal.key_events(segs, path, child_ranges(path), since), None)
     return holder.get(key, MISSING)
@@ -423,10 +434,11 @@ def _length_in(journal: Journal, segments: Sequence[Segment], row: EventRow, rel
 
 
 def segments_for_version(segments: Sequence[Segment], version: int) -> list[Segment]:
-    return [Segment(s.stream_id, s.lo, min(s.hi, version)) for s in segments if s.lo <= version]
+    return [Segment(s.tree_id, s.stream_id, s.lo, min(s.hi, version)) for s in segments if s.lo <= version]
 
 
-def _descend(value: Any, rest: Path) -> Any:
+def descend(value: Any, rest: Path) -> Any:
+    """The part of `value` at the relative path `rest` (MISSING when absent)."""
     for key in rest:
         if type(value) is dict and type(key) is str and key in value:
             value = value[key]
@@ -462,15 +474,15 @@ class _Appended(Change):
 class _Run:
     """The items appended at one list path in versions (after, upto] of a lineage, read on first use."""
 
-    def __init__(self, store: Store, segments: Sequence[Segment], path: str, after: int, upto: int) -> None:
-        self.store, self.segments, self.path, self.after, self.upto = store, list(segments), path, after, upto
+    def __init__(self, core: Core, segments: Sequence[Segment], path: str, after: int, upto: int) -> None:
+        self.core, self.segments, self.path, self.after, self.upto = core, list(segments), path, after, upto
         self._items: list[Any] | None = None
 
     def items(self) -> list[Any]:
         if self._items is None:
-            with self.store._guard() as journal:
+            with self.core.session() as journal:
                 rows = journal.key_values(self.segments, self.path, (self.after + 1, 0), self.upto)
-            self._items = _appended(self.store.codec, self.path, rows, creates=False) if rows else []
+            self._items = appended_items(self.core.codec, self.path, rows, creates=False) if rows else []
         return self._items
 
 
@@ -512,6 +524,14 @@ def equal(a: Any, b: Any) -> bool:
     if t is list or t is tuple:
         return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
     return a == b or (t is float and a != a and b != b)
+
+
+_TAGGED = '{"$'  # in a value's JSON text: it holds a tagged form
+
+
+def _roots(present: set[Path]) -> list[Path]:
+    """The paths with no ancestor among them, in order."""
+    return sorted((p for p in present if not any(p[:i] in present for i in range(1, len(p)))), key=_path_key)
 
 
 def _lift(path: Path) -> Path:

@@ -86,9 +86,10 @@ class InvalidArgumentError(CheckpointError, ValueError):
 
 
 class PathError(InvalidArgumentError):
-    """An operation's path does not fit the state (missing key, wrong container, bad index)."""
+    """A path is malformed (`path` is then the text given), or does not fit the state (missing key, wrong
+    container, bad index)."""
 
-    def __init__(self, path: tuple[Any, ...], reason: str) -> None:
+    def __init__(self, path: tuple[Any, ...] | str, reason: str) -> None:
         super().__init__("path", path, reason)
         self.path = path
 
@@ -127,6 +128,11 @@ class ForeignFileError(SchemaError):
     """The file is not an eventckpt store (another SQLite database, or not SQLite at all)."""
 
 
+class StoreNotFoundError(SchemaError, LookupError):
+    """There is no store to read at the path: the file is missing or empty (raised by `open` with
+    `create=False` or `readonly=True`, and by every CLI command that reads; the file is left as it was)."""
+
+
 class NewerSchemaError(SchemaError):
     """The file was written by a newer eventckpt whose schema this version does not know."""
 
@@ -160,6 +166,16 @@ class StorageFullError(StorageError):
 
 class CorruptStoreError(StorageError):
     """The file's contents are damaged or disagree with the journal."""
+
+
+class StoreUnavailableError(StorageError):
+    """The database server could not be reached, or the connection dropped (PostgreSQL). `committed` says
+    what became of the write in flight: False when it is known not to have committed (it is safe to
+    retry), None when that cannot be known."""
+
+    def __init__(self, message: str, *, code: str | None = None, committed: bool | None = False) -> None:
+        self.committed = committed
+        super().__init__(message, code=code)
 
 
 class StoreClosedError(EventCkptError):

@@ -42,13 +42,13 @@ def materialize(
                 raise CorruptStoreError(f"snapshot at version {since} lacks keys {missing!r} its manifest names")
         observer = tracker if track else None
         for key, base in shared.items():
-            _rebuild_key(journal, codec, segments, state, key, base, since, observer)
+            rebuild_key(journal, codec, segments, state, key, base, since, observer)
         tail = [row for row in journal.tail(segments, since) if from_text(row[3])[0] not in shared]
         replay(codec, state, tail, observer)
     return state, tracker
 
 
-def _rebuild_key(
+def rebuild_key(
     journal: Journal,
     codec: Codec,
     segments: Sequence[Segment],
@@ -64,7 +64,7 @@ def _rebuild_key(
     holder: dict[str, Any] = {}
     if type(base) is int:
         owner = next((s for s in segments if s.lo <= base <= s.hi), None)
-        text = journal.snapshot_value(owner.stream_id, base, path) if owner else None
+        text = journal.snapshot_value(owner, base, key) if owner else None
         if text is None:
             raise CorruptStoreError(f"key {key!r} refers to a snapshot at version {base} that does not hold it")
         holder[key] = codec.decode(text)
@@ -73,7 +73,7 @@ def _rebuild_key(
         start = base
     bulk = journal.key_values(segments, path, start, since)
     if bulk:
-        items = _appended(codec, key, bulk, creates=type(base) is not int)
+        items = appended_items(codec, key, bulk, creates=type(base) is not int)
         if key in holder:
             if type(holder[key]) is not list:
                 raise CorruptStoreError(f"key {key!r} is appended to but its base is not a list")
@@ -85,7 +85,7 @@ def _rebuild_key(
         state[key] = holder[key]
 
 
-def _appended(codec: Codec, key: str, rows: list[tuple[str, str]], creates: bool) -> list[Any]:
+def appended_items(codec: Codec, key: str, rows: list[tuple[str, str]], creates: bool) -> list[Any]:
     """The items of a run of appends/extends (led by the creating set when `creates`), decoded at once.
 
     The manifest vouches that nothing else touched the key in this range; a row that disagrees means the

@@ -118,7 +118,7 @@ def register_migration(class_name: str, from_version: Version, fn: Migration, *,
     default_migrations.register(class_name, from_version, fn, to_version=to_version)
 
 
-def _copy(value: Any) -> Any:
+def copy_value(value: Any) -> Any:
     """An independent deep copy through a fresh codec: exactly what a save and a restore would give,
     and never pickle (copy.deepcopy runs the pickle protocol)."""
     return Codec().copy(value)
@@ -176,7 +176,7 @@ class Checkpointable:
 
     def state_dict(self) -> dict[str, Any]:
         """The object's state as a new dict, independent of the object (a deep copy)."""
-        return _copy(self._checkpoint_state())
+        return copy_value(self._checkpoint_state())
 
     # -- load -------------------------------------------------------------------------------------
 
@@ -185,7 +185,7 @@ class Checkpointable:
         nothing: on any error the object and its nested Checkpointables are unchanged."""
         if not isinstance(state, Mapping):
             raise InvalidArgumentError("state", state, "a state dict is a mapping")
-        self._load_owned(_copy(dict(state)), migrations)
+        self._load_owned(copy_value(dict(state)), migrations)
 
     def _load_owned(self, state: dict[str, Any], migrations: Migrations | None) -> None:
         """Load a state the caller owns (a fresh restore): no defensive copy."""
@@ -230,7 +230,7 @@ class Checkpointable:
     def clone(self) -> Checkpointable:
         """A new, independent instance with the same state (a round trip through the codec)."""
         twin = self._checkpoint_new()
-        twin._load_owned(_copy(self._checkpoint_state()), None)
+        twin._load_owned(copy_value(self._checkpoint_state()), None)
         return twin
 
 

@@ -4,6 +4,9 @@ The text form is what the journal stores, so `json_extract(state, path)` works i
 (3.40 and later). Simple keys are written bare (`$.messages`), other keys quoted (`$."a.b"`), list indices
 in brackets (`$.messages[3]`). SQLite's path syntax has no escapes, so a key holding a double quote, a
 backslash or a control character cannot be addressed: such a dict is stored as one value by its parent.
+
+One syntax everywhere: a caller's str path (in transactions, history, the CLI) is this same text, with or
+without its leading `$.` (`scratch.k3` is `$.scratch.k3`); a tuple names the same path part by part.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ Key = Union[str, int]
 Path = tuple[Key, ...]
 
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# one part of path text: a bare key, a quoted key (no quote inside: SQLite paths have no escapes), an index
+_PART = re.compile(r'\.([A-Za-z_][A-Za-z0-9_]*)(?=[.\[]|\Z)|\."([^"]*)"|\[([0-9]+)\]')
 _UNADDRESSABLE = re.compile(r'["\\\x00-\x1f\x7f\ud800-\udfff]')  # lone surrogates are not UTF-8
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _TEXT_CACHE: dict[Path, str] = {}
@@ -63,32 +68,21 @@ def to_text(path: Path) -> str:
 
 
 def from_text(text: str) -> Path:
-    """Parse a stored path back into a tuple (the inverse of `to_text`)."""
+    """Parse JSON path text into a tuple: the one parser, for stored paths and callers' paths alike.
+
+    Grammar: `$` followed by parts, each `.key` (a bare key: a letter or `_`, then letters, digits or
+    `_`), `."key"` (any addressable key, quoted) or `[N]` (a list index, digits). Anything else, such as
+    `$.`, `$.a..b`, `$.messages.3`, `$.a[x]`, an unclosed bracket or quote, raises PathError naming the
+    text. `to_text` writes exactly this grammar, so `from_text(to_text(p)) == p`.
+    """
     path = _PATH_CACHE.get(text)
     if path is not None:
         return path
-    if not text.startswith("$"):
-        raise PathError((text,), "a stored path starts with '$'")
-    out: list[Key] = []
-    i, n = 1, len(text)
-    while i < n:
-        c = text[i]
-        if c == "[":
-            end = text.index("]", i)
-            out.append(int(text[i + 1 : end]))
-            i = end + 1
-        elif c == "." and i + 1 < n and text[i + 1] == '"':
-            end = text.index('"', i + 2)
-            out.append(text[i + 2 : end])
-            i = end + 1
-        elif c == ".":
-            end = i + 1
-            while end < n and text[end] not in ".[":
-                end += 1
-            out.append(text[i + 1 : end])
-            i = end
-        else:
-            raise PathError((text,), f"unexpected {c!r} at offset {i}")
+    out = relative_parts(text)
+    if not out:
+        raise PathError(text, "a path names at least a top-level key")
+    if type(out[0]) is not str:
+        raise PathError(text, "a path starts with a top-level key, not a list index")
     path = tuple(out)
     if len(_PATH_CACHE) > _CACHE_LIMIT:
         _PATH_CACHE.clear()
@@ -96,15 +90,53 @@ def from_text(text: str) -> Path:
     return path
 
 
+def relative_parts(text: str) -> list[Key]:
+    """The parts of JSON path text relative to some value: like `from_text`, but `$` alone (the value
+    itself) and a first index (`$[3].content`) are allowed."""
+    if type(text) is not str or not text.startswith("$"):
+        raise PathError(text, "a JSON path starts with '$' (like $.scratch.k3)")
+    out: list[Key] = []
+    i, n = 1, len(text)
+    while i < n:
+        m = _PART.match(text, i)
+        if m is None:
+            raise PathError(text, f"malformed at {text[i:]!r}: expected .key, .\"key\" or [index]"
+                            " (keys that are not identifiers are quoted: $.\"a.b\", $.messages[3])")
+        bare, quoted, index = m.groups()
+        if index is not None:
+            out.append(int(index))
+        else:
+            key = bare if bare is not None else quoted
+            if not addressable(key):
+                raise PathError(text, f"key {key!r} holds a backslash, control character or lone surrogate")
+            out.append(key)
+        i = m.end()
+    return out
+
+
+def parse(text: str) -> Path:
+    """A caller's path text: a JSON path (`$.scratch.k3`, `$."a.b"`) or the same without its leading `$.`
+    (`scratch.k3`, `messages[3].content`, `"a.b"`). The CLI, transactions and history all read str paths
+    here; a top-level key that is not an identifier is written quoted (`"a.b"`) or as a tuple."""
+    if type(text) is not str or not text:
+        raise PathError(text, "an empty path: name at least a top-level key (like step or $.step)")
+    if text.startswith("$"):
+        return from_text(text)
+    try:
+        return from_text("$." + text)
+    except PathError as exc:
+        raise PathError(text, exc.reason) from None
+
+
 _NORMALIZED: dict[str, Path] = {}
 
 
 def normalize(path: object) -> Path:
-    """Accept a top-level key or a tuple/list of keys and indices from a caller; validate its shape."""
-    if type(path) is str:  # top-level keys repeat every step; tuples are not cached (("a", True) == ("a", 1))
+    """A caller's path: str path text (see `parse`), or a tuple/list of keys and list indices."""
+    if type(path) is str:  # paths repeat every step; tuples are not cached (("a", True) == ("a", 1))
         hit = _NORMALIZED.get(path)
         if hit is None:
-            hit = _normalize(path)
+            hit = parse(path)
             if len(_NORMALIZED) > _CACHE_LIMIT:
                 _NORMALIZED.clear()
             _NORMALIZED[path] = hit
@@ -113,12 +145,10 @@ def normalize(path: object) -> Path:
 
 
 def _normalize(path: object) -> Path:
-    if isinstance(path, str):
-        parts: tuple[object, ...] = (path,)
-    elif isinstance(path, (tuple, list)):
+    if isinstance(path, (tuple, list)):
         parts = tuple(path)
     else:
-        raise PathError((path,), "a path is a key (str) or a tuple of keys and list indices")
+        raise PathError((path,), "a path is path text (str, like scratch.k3) or a tuple of keys and list indices")
     if not parts:
         raise PathError((), "a path names at least a top-level key")
     if type(parts[0]) is not str:

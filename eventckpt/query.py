@@ -5,22 +5,21 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
 from .checkpoint import Checkpoint, parse_time
 from .codec import Codec, quiet_gc
-from .diffing import MISSING, equal, value_at
-from .errors import InvalidArgumentError
-from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamRow, segments_for
-from .ops import DELETE, SET, TRUNCATE
+from .diffing import MISSING, descend, equal, list_length, value_at
+from .errors import InvalidArgumentError, StreamNotFoundError
+from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamKey, StreamRow
+from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
 from .paths import Path, addressable, from_text, normalize, to_text
 
 if TYPE_CHECKING:
-    from .store import Store
-    from .stream import CheckpointStore
+    from .core import Core
 
 _INT64 = range(-(2**63), 2**63)
 # Stored times end in "Z", which fromisoformat accepts from Python 3.11 on (twice as fast as parse_time).
@@ -65,11 +64,11 @@ def meta_filters(codec: Codec, metadata: Any) -> list[MetaFilter]:
                 "metadata", metadata, f"key {key!r}: filter keys are str without '$' first, quotes, backslashes or control characters"
             )
         indexed = (key, value) if type(value) is str or (type(value) is int and value in _INT64) else None
-        out.append(MetaFilter(to_text((key,)), codec.encode_text(value), indexed))
+        out.append(MetaFilter(key, to_text((key,)), codec.encode_text(value), indexed))
     return out
 
 
-def log(stream: CheckpointStore, limit: int | None = None, *, before: int | None = None, name: str | None = None,
+def log(core: Core, task_id: str, limit: int | None = None, *, before: int | None = None, name: str | None = None,
         auto: bool | None = None, metadata: Mapping[str, Any] | None = None) -> list[Checkpoint]:
     """The stream's checkpoints, newest first; see CheckpointStore.log."""
     check_limit("limit", limit, 0)
@@ -78,79 +77,70 @@ def log(stream: CheckpointStore, limit: int | None = None, *, before: int | None
         raise InvalidArgumentError("name", name, "must be None or a str")
     if auto is not None and type(auto) is not bool:
         raise InvalidArgumentError("auto", auto, "must be None or a bool")
-    store = stream.store
-    meta = meta_filters(store.codec, metadata)
-    if limit == 0:
-        return []
-    with store._guard() as journal, journal.read():
-        found = journal.stream_and_head(stream.task_id)
+    meta = meta_filters(core.codec, metadata)
+    with core.session() as journal, journal.read():
+        found = journal.stream_and_head(task_id)
         if found is None:
+            raise StreamNotFoundError(task_id)
+        if limit == 0:
             return []
         row, head = found
-        rows = journal.log_rows(segments_for(store._chain(row), head), before=before, limit=limit, name=name,
+        rows = journal.log_rows(core.segments(journal, row, head), before=before, limit=limit, name=name,
                                 auto=auto, meta=meta)
-        return checkpoints(stream, row, rows)
+        return checkpoints(core, journal, task_id, row, rows)
 
 
-def search(store: Store, name: str | None = None, metadata: Mapping[str, Any] | None = None,
+def search(core: Core, name: str | None = None, metadata: Mapping[str, Any] | None = None,
            limit: int | None = None) -> list[Checkpoint]:
     """Checkpoints of every stream by name and/or metadata, newest first; see Store.search."""
-    from .stream import CheckpointStore
-
     if name is not None and type(name) is not str:
         raise InvalidArgumentError("name", name, "must be None or a str")
     check_limit("limit", limit, 0)
-    meta = meta_filters(store.codec, metadata)
-    with store._guard() as journal, journal.read():
+    meta = meta_filters(core.codec, metadata)
+    with core.session() as journal, journal.read():
         rows = journal.search_rows(name=name, meta=meta, limit=limit)
         owners = {}
-        for sid in {r.stream_id for r in rows}:
-            chain = journal.lineage(sid)
-            store._chains.setdefault(sid, chain)
-            owners[sid] = chain[-1]
-        streams = {sid: CheckpointStore(store, owner.name) for sid, owner in owners.items()}
-        return [checkpoints(streams[r.stream_id], owners[r.stream_id], [r])[0] for r in rows]
+        for r in rows:
+            if r.stream_id not in owners:
+                chain = journal.lineage(StreamKey(r.tree_id, r.stream_id))
+                core.remember_lineage(chain)
+                owners[r.stream_id] = chain[-1]
+        return [checkpoints(core, journal, owners[r.stream_id].name, owners[r.stream_id], [r])[0] for r in rows]
 
 
-def checkpoints(stream: CheckpointStore, row: StreamRow, rows: list[LogRow]) -> list[Checkpoint]:
-    """Checkpoints of `stream` (whose row is `row`) for version rows, values loaded on first access;
-    usage and metadata are decoded in one parser call each."""
-    store = stream.store
+def checkpoints(core: Core, journal: Journal, task_id: str, row: StreamRow, rows: list[LogRow]) -> list[Checkpoint]:
+    """Checkpoints of stream `task_id` (whose row is `row`) for version rows, values loaded on first
+    access; usage and metadata are decoded in one parser call each."""
     usages = orjson.loads("[" + ",".join(r.usage or "{}" for r in rows) + "]")
-    metas = store.codec.decode_many([r.metadata or "{}" for r in rows])
-    parent = stream._origin(row)
-
-    def loader(version: int) -> Callable[[], Any]:
-        def load() -> Any:
-            with store._guard():
-                return store._state_at(row, version)
-        return load
-
+    metas = core.codec.decode_many([r.metadata or "{}" for r in rows])
+    parent = core.origin(journal, row)
     with quiet_gc():  # thousands of small acyclic objects: no reason to let the collector rescan the heap
-        return [Checkpoint._stored(stream.task_id, r.version, usage, meta, r.created_at, r.name, bool(r.auto), parent,
-                                   r.checkpoint_id, loader(r.version))
+        return [Checkpoint.trusted(task_id, r.version, usage, meta, r.created_at, r.name, bool(r.auto), parent,
+                                   r.checkpoint_id, core.loader(row, r.version))
                 for r, usage, meta in zip(rows, usages, metas)]
 
 
-def history(stream: CheckpointStore, path: Any, *, since: int | None = None, until: int | None = None,
+def history(core: Core, task_id: str, path: Any, *, since: int | None = None, until: int | None = None,
             limit: int | None = None) -> list[HistoryEntry]:
     """Every change of one path, newest first; see CheckpointStore.history."""
     parts = normalize(path)
     check_limit("since", since, 0)
     check_limit("until", until, 0)
     check_limit("limit", limit, 0)
-    store = stream.store
     text = to_text(parts)
     # (ancestor path, this path relative to it, whether the ancestor is a list)
     ancestors = [(to_text(parts[:i]), to_text(parts[i:]), type(parts[i]) is int) for i in range(1, len(parts))]
-    with store._guard() as journal, journal.read():
-        found = journal.stream_and_head(stream.task_id)
-        if found is None or limit == 0:
+    codec = core.codec
+    with core.session() as journal, journal.read():
+        found = journal.stream_and_head(task_id)
+        if found is None:
+            raise StreamNotFoundError(task_id)
+        if limit == 0:
             return []
         row, head = found
         until = head if until is None else min(until, head)
-        chain = store._chain(row)
-        segments = segments_for(chain, until)
+        chain = core.lineage(journal, row)
+        segments = core.segments(journal, row, until)
         rows = journal.history_rows(segments, text, ancestors, since or 0, until, limit)
         names = {r.id: r.name for r in chain}
         depth = len(parts)
@@ -158,8 +148,19 @@ def history(stream: CheckpointStore, path: Any, *, since: int | None = None, unt
         for i, r in enumerate(rows):
             where = from_text(r.path)
             if len(where) < depth:
-                replaced[i] = _ancestor_change(journal, store.codec, segments, parts, where, r)
-    values = store.codec.decode_many([r.value if r.value is not None and i not in replaced else "null" for i, r in enumerate(rows)])
+                replaced[i] = _ancestor_change(journal, codec, segments, parts, where, r)
+        created = [(row, descend(item, parts[k + 1:])) for k, key in enumerate(parts) if type(key) is int and k
+                   for row, item in _creations(journal, codec, segments, parts[:k], key, since or 0, until)]
+        created = [(row, value) for row, value in created if value is not MISSING]
+        if created:  # appends and extends that created an item on the path: merge, newest first
+            for row, value in created:
+                replaced[len(rows)] = (row.op, value)
+                rows.append(row)
+            order = sorted(range(len(rows)), key=lambda i: (rows[i].version, rows[i].seq), reverse=True)
+            if limit is not None:
+                order = order[:limit]
+            rows, replaced = [rows[i] for i in order], {n: replaced[i] for n, i in enumerate(order) if i in replaced}
+    values = codec.decode_many([r.value if r.value is not None and i not in replaced else "null" for i, r in enumerate(rows)])
     with quiet_gc():
         out = [HistoryEntry(names[r.stream_id], r.version, r.seq, r.op, from_text(r.path), None if r.op == DELETE else value,
                             _parse_time(r.created_at))
@@ -168,6 +169,76 @@ def history(stream: CheckpointStore, path: Any, *, since: int | None = None, unt
         out = [e if i not in replaced else e._replace(op=replaced[i][0], value=replaced[i][1])
                for i, e in enumerate(out) if replaced.get(i, True) is not None]
     return out
+
+
+def _creations(journal: Journal, codec: Codec, segments: list[Segment], parent: Path, index: int, since: int,
+               until: int) -> list[tuple[HistoryRow, Any]]:
+    """The appends and extends (in versions since..until) that created item `index` of the list at
+    `parent`, each with the item's value.
+
+    Appends record no index, so the list's length is followed from the start of the lineage: every event
+    that changes it other than by appending (a set, delete, truncate or extend of the list, a delete of
+    one of its items, a replacement of an ancestor) is read from events_reshaping or the path index, and
+    the appends between two of them are counted in the path index in one statement, never read: the one
+    creating the item is the (index - length)-th after the last of them. Cost: O(such events + results),
+    not O(appends)."""
+    text, depth = to_text(parent), len(parent)
+    resets = [(r, None) for r in journal.list_resets(segments, text, until)
+              if r[3] != DELETE or r[4] == text or _is_item(r[4], depth)]
+    for m in range(1, depth):  # ancestors that replaced or reshaped the list's container
+        ancestor = to_text(parent[:m])
+        if type(parent[m]) is int:  # under a list item, which shifts: read the length where that happens
+            resets += [(r, _RECOUNT) for r in journal.list_resets(segments, ancestor, until)]
+        else:
+            resets += [(r[:6], _RECOUNT if r[6] and r[5] is None else None)
+                       for r in journal.replacements(segments, ancestor, to_text(parent[m:]), until)]
+    resets.sort(key=lambda t: (t[0][1], t[0][2]))
+    spans, cursor = [], (0, -1)  # where appends may lie: between one reset and the next
+    for reset, how in resets:
+        spans.append((cursor, (reset[1], reset[2])))
+        cursor = (reset[1], 1 << 62) if how is _RECOUNT else (reset[1], reset[2])
+    spans.append((cursor, (until + 1, -1)))
+    counts = journal.counts_between(segments, text, spans)
+    out: list[tuple[HistoryRow, Any]] = []
+    length = 0
+    for span, count, (reset, how) in zip(spans, counts, resets + [(None, None)]):
+        if length <= index < length + count:  # these appends added items length, length + 1, ...
+            hit = journal.nth_between(segments, text, *span, index - length)
+            if hit is not None and hit[3] == APPEND and since <= hit[1] <= until:
+                out.append((_row(journal, segments, hit, text), codec.decode(hit[4])))
+        length += count
+        if reset is None:
+            break
+        op, n = reset[3], reset[5]
+        if how is _RECOUNT:
+            length = list_length(journal, codec, segments, parent, reset[1]) or 0
+        elif op == EXTEND:
+            if length <= index < length + n and since <= reset[1] <= until:
+                value = journal.event_at(StreamKey(segments[0].tree_id, reset[0]), reset[1], reset[2])[2]
+                out.append((_row(journal, segments, (*reset[:4], value), text), codec.decode(value)[index - length]))
+            length += n
+        elif op == TRUNCATE:
+            length = min(length, n)
+        elif op == DELETE:
+            length = 0 if reset[4] == text else max(length - 1, 0)
+        else:  # set (a list; an ancestor's set: the list inside it, None when there is none)
+            length = n or 0
+    return out
+
+
+def _is_item(path: str, depth: int) -> bool:
+    """Whether a stored path names an item of the list `depth` parts deep (a delete there shifts it)."""
+    parts = from_text(path)
+    return len(parts) == depth + 1 and type(parts[-1]) is int
+
+
+_RECOUNT: Any = object()
+
+
+def _row(journal: Journal, segments: list[Segment], event: tuple[Any, ...], path: str) -> HistoryRow:
+    """A history row for one event (stream_id, version, seq, op, value) at `path`."""
+    created_at = journal.version_row(StreamKey(segments[0].tree_id, event[0]), event[1]).created_at
+    return HistoryRow(event[0], event[1], event[2], event[3], path, event[4], created_at)
 
 
 def _ancestor_change(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, where: Path,

@@ -16,7 +16,11 @@ snapshot manifests name earlier snapshots and creation events as the bases of sh
   is moved to where its event now lives, and a key whose base is gone is rebased on a snapshot that now
   holds it or written in full into the snapshot.
 - A version a fork branches at is never removed by prune/expire (it is kept and reported in
-  `kept_for_forks`); `remove()` refuses it, and refuses the head.
+  `kept_for_forks`); `remove()` refuses it.
+- prune/expire never remove the head. `remove()` of the head deletes it and everything that belongs to
+  it: the head moves back to the version before, and the stream records the removed number
+  (streams.removed_head) so that the next version is numbered above it: a version number never names
+  two different states (a caller may hold it as a checkpoint id).
 - The checksum chain is recomputed from the first rewritten version on (each kept version chains from
   the previous kept one), in this stream and in the forks below it.
 - Everything happens in one write transaction that also bumps the history generation, so every other
@@ -34,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 
 from .checkpoint import format_time, utc_now
-from .errors import InvalidArgumentError, VersionInUseError, VersionNotFoundError
+from .errors import InvalidArgumentError, StreamNotFoundError, VersionInUseError, VersionNotFoundError
 from .integrity import ROOT, version_checksum
 from .journal import Journal, Segment, StreamRow, VersionRow, segments_for
 from .materialize import materialize
@@ -43,8 +47,7 @@ from .paths import from_text, to_text
 from .snapshot import Base, KeyInfo, manifest_json, parse_manifest
 
 if TYPE_CHECKING:
-    from .store import Store
-    from .stream import CheckpointStore
+    from .core import Core
 
 EventText = tuple[str, str, Union[str, None]]  # op, path, value JSON
 _GONE = object()  # a manifest base that no longer exists
@@ -61,7 +64,7 @@ class Pruned:
 # -- the public verbs -----------------------------------------------------------------------------
 
 
-def prune(stream: CheckpointStore, keep_last: int, *, auto_only: bool = False) -> Pruned:
+def prune(core: Core, task_id: str, keep_last: int, *, auto_only: bool = False) -> Pruned:
     """Keep the newest `keep_last` versions of the lineage; remove this stream's older versions (with
     `auto_only`, only the automatic ones: every manual checkpoint stays)."""
     if type(keep_last) is not int or keep_last < 1:
@@ -72,10 +75,10 @@ def prune(stream: CheckpointStore, keep_last: int, *, auto_only: bool = False) -
         keep = set(lineage[-keep_last:])
         return {r.version for r in own if r.version not in keep and (r.auto or not auto_only)}
 
-    return _remove(stream, choose)
+    return _remove(core, task_id, choose)
 
 
-def expire(stream: CheckpointStore, older_than: dt.timedelta | dt.datetime, *, auto_only: bool = False) -> Pruned:
+def expire(core: Core, task_id: str, older_than: dt.timedelta | dt.datetime, *, auto_only: bool = False) -> Pruned:
     """Remove this stream's versions created before `older_than` (an age, or an aware datetime); the
     head is always kept (with `auto_only`, only automatic versions are removed)."""
     if isinstance(older_than, dt.datetime):
@@ -91,23 +94,24 @@ def expire(stream: CheckpointStore, older_than: dt.timedelta | dt.datetime, *, a
     def choose(own: list[VersionRow], lineage: list[int]) -> set[int]:
         return {r.version for r in own if r.created_at < cutoff and (r.auto or not auto_only)}
 
-    return _remove(stream, choose)
+    return _remove(core, task_id, choose)
 
 
-def remove(stream: CheckpointStore, version: int) -> Pruned:
-    """Remove one version of this stream; every other version stays restorable. The head and versions
-    that forks branch from cannot be removed (VersionInUseError)."""
+def remove(core: Core, task_id: str, version: int) -> Pruned:
+    """Remove one version of this stream; every other version stays restorable. Removing the head moves
+    the head back to the version before it; its number is not reused. A version that forks branch from
+    cannot be removed (VersionInUseError)."""
     if type(version) is not int:
         raise InvalidArgumentError("version", version, "must be an int")
 
     def choose(own: list[VersionRow], lineage: list[int]) -> set[int]:
         if version not in {r.version for r in own}:
             if version in lineage:
-                raise VersionInUseError(stream.task_id, version, "it belongs to the stream this one was forked from")
-            raise VersionNotFoundError(stream.task_id, version, lineage[-1] if lineage else 0)
+                raise VersionInUseError(task_id, version, "it belongs to the stream this one was forked from")
+            raise VersionNotFoundError(task_id, version, lineage[-1] if lineage else 0)
         return {version}
 
-    return _remove(stream, choose, strict=True)
+    return _remove(core, task_id, choose, strict=True)
 
 
 def _check_flag(auto_only: Any) -> None:
@@ -132,48 +136,51 @@ class _Run:
     sets: dict[str, tuple[int, bool]] | None = None             # rewrite: key -> (seq, value is a list)
 
 
-def _remove(stream: CheckpointStore, choose: Callable[[list[VersionRow], list[int]], set[int]],
+def _remove(core: Core, task_id: str, choose: Callable[[list[VersionRow], list[int]], set[int]],
             strict: bool = False) -> Pruned:
-    store = stream.store
-    with store._guard() as journal:
+    with core.session() as journal:
         with journal.write():
-            found = journal.stream_and_head(stream.task_id)
+            found = journal.stream_and_head(task_id)
             if found is None:
-                return Pruned()
+                raise StreamNotFoundError(task_id)
+            journal.lock_tree(found[0].tree_id)  # PostgreSQL: the tree's writers wait for this rewrite
+            found = journal.stream_and_head(task_id)  # read again: a commit may have landed before the lock
+            if found is None:
+                raise StreamNotFoundError(task_id)
             row, head = found
-            chain = store._chain(row)
+            chain = core.lineage(journal, row)
             lo = (row.fork_version or 0) + 1
-            own = journal.version_rows([Segment(row.id, lo, head)]) if head >= lo else []
+            own = journal.version_rows([Segment(row.tree_id, row.id, lo, head)]) if head >= lo else []
             lineage = journal.version_numbers(segments_for(chain, head))
             wanted = choose(own, lineage)
-            forks = _forks(store, row)
+            forks = _forks(core, journal, row)
             anchors = {limit for _, limit in forks if limit >= lo}
             if strict:
                 (version,) = wanted
-                if version == head:
-                    raise VersionInUseError(stream.task_id, version, "it is the head (the stream's current state)")
                 if version in anchors:
                     names = [d.name for d, limit in forks if limit == version]
-                    raise VersionInUseError(stream.task_id, version, f"forks {names!r} branch from it")
-            doomed = wanted - anchors - {head}
+                    raise VersionInUseError(task_id, version, f"forks {names!r} branch from it")
+            doomed = wanted - anchors - ({head} if not strict else set())
             kept_for_forks = tuple(sorted(wanted & anchors))
             if not doomed:
                 return Pruned((), kept_for_forks)
-            _Rewrite(store, journal, row, chain, own, doomed, forks).run()
-            generation = journal.bump_generation()
-        store._heads.clear()
-        store._rows.clear()
-        store._generation = generation
+            if doomed == {head}:  # nothing later replays its events: it goes, with what belongs to it
+                journal.remove_versions(row, [head])
+                journal.set_removed_head(row, head)
+            else:
+                _Rewrite(core, journal, row, chain, own, doomed, forks).run()
+            journal.bump_generation(row.tree_id)
+        core.forget_all()
         journal.reclaim()
     return Pruned(tuple(sorted(doomed)), kept_for_forks)
 
 
-def _forks(store: Store, row: StreamRow) -> list[tuple[StreamRow, int]]:
+def _forks(core: Core, journal: Journal, row: StreamRow) -> list[tuple[StreamRow, int]]:
     """Every stream forked (directly or not) from `row`, parents first, with the newest version of
     `row` its lineage shares."""
     out = []
-    for desc in store._subtree(row)[1:]:
-        chain = store._chain(desc)
+    for desc in core.subtree(journal, row)[1:]:
+        chain = core.lineage(journal, desc)
         at = next(i for i, r in enumerate(chain) if r.id == row.id)
         out.append((desc, min(r.fork_version or 0 for r in chain[at + 1:])))
     return out
@@ -182,9 +189,10 @@ def _forks(store: Store, row: StreamRow) -> list[tuple[StreamRow, int]]:
 class _Rewrite:
     """One retention rewrite of stream `row`, planned in full before anything is written."""
 
-    def __init__(self, store: Store, journal: Journal, row: StreamRow, chain: list[StreamRow],
+    def __init__(self, core: Core, journal: Journal, row: StreamRow, chain: list[StreamRow],
                  own: list[VersionRow], doomed: set[int], forks: list[tuple[StreamRow, int]]) -> None:
-        self.store, self.journal, self.row, self.chain = store, journal, row, chain
+        self.core, self.journal, self.row, self.chain = core, journal, row, chain
+        self.rows_by_id = {row.id: row, **{desc.id: desc for desc, _ in forks}}
         self.own = own
         self.own_rows = {r.version: r for r in own}
         self.doomed = doomed
@@ -205,32 +213,32 @@ class _Rewrite:
         return runs
 
     def run(self) -> None:
-        journal, sid = self.journal, self.row.id
+        journal, row = self.journal, self.row
         for run in self.runs:
             self._plan_run(run)
         snapshots = self._plan_snapshots()
         checksums = self._plan_checksums()
         for run in self.runs:
-            journal.rewrite_version(sid, run.w, run.events or [], run.tools or [], run.event_bytes)
-        journal.remove_versions(sid, sorted(self.doomed))
-        for stream_id, version, state, manifest in snapshots:
-            journal.insert_snapshot(stream_id, version, state, manifest)
+            journal.rewrite_version(row, run.w, run.events or [], run.tools or [], run.event_bytes)
+        journal.remove_versions(row, sorted(self.doomed))
+        for owner, version, state, manifest in snapshots:
+            journal.insert_snapshot(owner, version, state, manifest)
         for (stream_id, version), checksum in checksums.items():
-            journal.set_checksum(stream_id, version, checksum)
+            journal.set_checksum(self.rows_by_id[stream_id], version, checksum)
 
     # -- runs -------------------------------------------------------------------------------------
 
     def _plan_run(self, run: _Run) -> None:
-        journal, sid = self.journal, self.row.id
+        journal, row = self.journal, self.row
         rows = self.own_rows
         members = run.versions + [run.w]
-        overhead = self.store.policy.event_overhead
+        overhead = self.core.policy.event_overhead
         replaced = sum(rows[v].event_bytes + overhead * rows[v].event_count for v in members)
-        run.tools = [t for v in members for t in journal.tool_rows_of(sid, v)]
+        run.tools = [t for v in members for t in journal.tool_rows_of(row, v)]
         if self._state_smaller_than(run.w, replaced):
             self._plan_rewrite(run)
         else:
-            merged = [((v, seq), event) for v in members for seq, event in enumerate(journal.events_of(sid, v))]
+            merged = [((v, seq), event) for v in members for seq, event in enumerate(journal.events_of(row, v))]
             run.events, run.moved = [], {}
             for old, event in _without_overwritten(merged):
                 run.moved[old] = (run.w, len(run.events))
@@ -238,7 +246,7 @@ class _Rewrite:
             run.event_bytes = sum(len(e[2]) for e in run.events if e[2] is not None)
 
     def _plan_rewrite(self, run: _Run) -> None:
-        codec, policy = self.store.codec, self.store.policy
+        codec, policy = self.core.codec, self.core.policy
         previous = self._previous_kept(run.versions[0])
         before = materialize(self.journal, codec, self.chain, previous, policy)[0] if previous else {}
         after = materialize(self.journal, codec, self.chain, run.w, policy)[0]
@@ -266,35 +274,35 @@ class _Rewrite:
             total = sum(size for _, size in parse_manifest(snap[2]).values())
             if total >= limit:
                 return False
-        tail = [Segment(s.stream_id, max(s.lo, since + 1), s.hi) for s in segments if s.hi > since]
+        tail = [Segment(s.tree_id, s.stream_id, max(s.lo, since + 1), s.hi) for s in segments if s.hi > since]
         return total + sum(r.event_bytes for r in self.journal.version_rows(tail)) < limit
 
     # -- snapshots --------------------------------------------------------------------------------
 
-    def _plan_snapshots(self) -> list[tuple[int, int, str, str]]:
-        """The repaired (stream_id, version, state, manifest) of every remaining snapshot that names
+    def _plan_snapshots(self) -> list[tuple[StreamRow, int, str, str]]:
+        """The repaired (stream, version, state, manifest) of every remaining snapshot that names
         something removed or rewritten, in this stream and in the forks sharing its history."""
         first = min(self.doomed)
         todo: list[tuple[StreamRow, int, tuple[int, str, str]]] = []
-        for snap in self.journal.snapshots_in(self.row.id, first, 1 << 62):
+        for snap in self.journal.snapshots_in(self.row, first, 1 << 62):
             if snap[0] not in self.doomed:
                 todo.append((self.row, snap[0], snap))
         for desc, limit in self.forks:
             if limit >= first:
-                for snap in self.journal.snapshots_in(desc.id, (desc.fork_version or 0) + 1, 1 << 62):
+                for snap in self.journal.snapshots_in(desc, (desc.fork_version or 0) + 1, 1 << 62):
                     todo.append((desc, limit, snap))
         holders: dict[tuple[str, Any], list[tuple[int, int]]] = {}  # (key, old base) -> snapshots holding it
         out = []
         for owner, limit, (version, state_text, manifest_text) in todo:
             fixed = self._fix_snapshot(owner, limit, version, state_text, manifest_text, holders)
             if fixed is not None:
-                out.append((owner.id, version, *fixed))
+                out.append((owner, version, *fixed))
         return out
 
     def _fix_snapshot(self, owner: StreamRow, limit: int, version: int, state_text: str, manifest_text: str,
                       holders: dict[tuple[str, Any], list[tuple[int, int]]]) -> tuple[str, str] | None:
         """`limit` is the newest version of this stream (self.row) in the snapshot's lineage."""
-        segments = segments_for(self.store._chain(owner), version)
+        segments = segments_for(self.core.lineage(self.journal, owner), version)
 
         def owner_of(v: int) -> int | None:
             return next((s.stream_id for s in segments if s.lo <= v <= s.hi), None)
@@ -324,10 +332,11 @@ class _Rewrite:
         if not changed:
             return None
         if literal:
-            state = materialize(self.journal, self.store.codec, self.store._chain(owner), version, self.store.policy)[0]
+            core = self.core
+            state = materialize(self.journal, core.codec, core.lineage(self.journal, owner), version, core.policy)[0]
             parts = []
             for key in literal:
-                raw = self.store.codec.encode_text(state[key])
+                raw = core.codec.encode_text(state[key])
                 keys[key].size = len(raw)
                 parts.append(orjson.dumps(key).decode() + ":" + raw)
             body = state_text[1:-1].strip()
@@ -381,18 +390,18 @@ class _Rewrite:
                 continue
             events = rewritten.get(vrow.version)
             if events is None:
-                events = journal.events_of(self.row.id, vrow.version)
+                events = journal.events_of(self.row, vrow.version)
             parent = _checksum(vrow, events, parent)
             out[(self.row.id, vrow.version)] = parent
         for desc, _ in self.forks:  # parents before children
             at = desc.fork_version or 0
-            segments = segments_for(self.store._chain(desc), at)
+            segments = segments_for(self.core.lineage(journal, desc), at)
             hit = next((s.stream_id for s in segments if s.lo <= at <= s.hi), None)
             if hit is None or (hit, at) not in out:
                 continue
             parent = out[(hit, at)]
-            for vrow in journal.version_rows([Segment(desc.id, at + 1, 1 << 62)]):
-                parent = _checksum(vrow, journal.events_of(desc.id, vrow.version), parent)
+            for vrow in journal.version_rows([Segment(desc.tree_id, desc.id, at + 1, 1 << 62)]):
+                parent = _checksum(vrow, journal.events_of(desc, vrow.version), parent)
                 out[(desc.id, vrow.version)] = parent
         return out
 
@@ -404,7 +413,7 @@ class _Rewrite:
         if not at:
             return ROOT
         segments = segments_for(self.chain[:-1], at)
-        holder = next(s.stream_id for s in segments if s.lo <= at <= s.hi)
+        holder = next(s for s in segments if s.lo <= at <= s.hi)
         vrow = self.journal.version_row(holder, at)
         return vrow.checksum if vrow else ROOT
 

@@ -202,6 +202,6 @@ def _undone(stream: CheckpointStore, call_ids: list[str]) -> set[str]:
     (forks share the side effects of the history they share)."""
     if not call_ids:
         return set()
-    with stream.store._guard() as journal:
+    with stream.core.session() as journal:
         row = journal.stream(stream.task_id)
         return journal.undone_call_ids(row.tree_id, call_ids) if row else set()

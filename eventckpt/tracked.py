@@ -7,8 +7,8 @@
 
 Nodes are subclasses of `dict` and `list`: reading them is plain dict/list speed, and `isinstance`,
 `json.dumps` and `orjson.dumps` treat them as ordinary data. Every mutating method records the event it
-makes (as the transaction module's Recorded tuples) before the commit path checks and folds it, so a
-save costs the size of the change, not of the state.
+makes (as the commit module's Recorded tuples, as a transaction does), and the save hands them to the
+commit path, which checks and folds them: a save costs the size of the change, not of the state.
 
 What is recorded as what:
   - `d[k] = v`, `update`, `|=`, `setdefault`: a set per key; `del d[k]`, `pop`, `popitem`: a delete;
@@ -48,15 +48,18 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .checks import check_options
 from .codec import quiet_gc
+from .commit import Recorded, UsageOf, commit, redoable
 from .errors import InvalidArgumentError, SerializationError
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
 from .paths import Path, addressable
 
 if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
     from .codec import Codec
+    from .core import Core
     from .stream import CheckpointStore
-    from .transaction import Recorded
 
 _MISSING: Any = object()
 _IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, Decimal, dt.datetime, dt.date, dt.time,
@@ -97,7 +100,7 @@ class Recording:
 
     def __init__(self, stream: CheckpointStore, version: int, stream_id: int | None) -> None:
         self.stream = stream
-        self.codec: Codec = stream.store.codec
+        self.codec: Codec = stream.core.codec
         self.version = version
         self.stream_id = stream_id  # the stream's row: a stream deleted and saved again is a new row
         self.ops: list[Recorded] = []
@@ -711,3 +714,13 @@ class TrackedState(TrackedDict):
         """The head the recorded changes apply to: (version, the stream's row id; None at version 0)."""
         assert self._recording is not None
         return self._recording.version, self._recording.stream_id
+
+
+def save_tracked(core: Core, task_id: str, state: TrackedState, usage_of: UsageOf, tool_rows: Any,
+                 **options: Any) -> Checkpoint:
+    """Commit what `state` recorded as the next version of `task_id` (CheckpointStore.save of a tracked
+    state): through the transaction path, refused unless the head is still the one it applies to."""
+    check_options(**options)
+    events, committed = state.pending()
+    return commit(core, task_id, redoable(core, events), True, usage_of, checked=True, tool_rows=tool_rows,
+                  expected_head=state.base, committed=committed, **options)

@@ -7,40 +7,28 @@ and committed as one version; on an exception nothing is written.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .checks import check_added, check_number
+from .commit import Recorded, commit_recorded
 from .errors import InvalidArgumentError
 from .ops import APPEND, DELETE, EXTEND, INCR, SET, TRUNCATE
-from .paths import Path, encodable, normalize
+from .paths import encodable, normalize
 from .tools import ToolCall, ToolRow, encode_calls
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
-    from .stream import CheckpointStore
-
-# (op, path, value for the state, JSON bytes of that value or None)
-Recorded = tuple[str, Path, Any, "bytes | None"]
-
-
-def check_number(name: str, value: Any) -> None:
-    """A counter or increment: a finite float, or an int that JSON and SQLite hold exactly (64-bit)."""
-    if not is_number(value):
-        raise InvalidArgumentError(name, value, "must be a finite float or an int within 64 bits")
-
-
-def is_number(value: Any) -> bool:
-    t = type(value)
-    return (t is int and -(2**63) <= value < 2**63) or (t is float and math.isfinite(value))
+    from .core import Core
 
 
 class Transaction:
     """Operations recorded for one new version; use as `with stream.transaction() as tx:`."""
 
-    def __init__(self, stream: CheckpointStore, options: dict[str, Any]) -> None:
-        self._stream = stream
+    def __init__(self, core: Core, task_id: str, options: dict[str, Any]) -> None:
+        self._core = core
+        self._task_id = task_id
         self._options = options
         self._ops: list[Recorded] = []
         self._usage: dict[str, int | float] = {}
@@ -50,10 +38,10 @@ class Transaction:
 
     def _record(self, op: str, path: object, value: Any = None, *, encode: bool = True) -> Transaction:
         if self._done:
-            raise InvalidArgumentError("transaction", self._stream.task_id, "this transaction has already ended")
+            raise InvalidArgumentError("transaction", self._task_id, "this transaction has already ended")
         parts = normalize(path)
         if encode:
-            raw, copy = self._stream.store.codec.encode_copy(value)
+            raw, copy = self._core.codec.encode_copy(value)
             self._ops.append((op, parts, copy, raw))
         else:
             self._ops.append((op, parts, value, None))
@@ -88,20 +76,18 @@ class Transaction:
             raise InvalidArgumentError("length", length, "must be a non-negative int within 64 bits")
         return self._record(TRUNCATE, path, length, encode=False)
 
-    def usage(self, **counters: int | float) -> Transaction:
-        """Add to the token-usage counters (cumulative: they start from the previous version's)."""
-        for key, n in counters.items():
-            if not encodable(key):
-                raise InvalidArgumentError("usage", key, "counter names must be valid UTF-8")
-            check_number(key, n)
+    def add_usage(self, **counters: int | float) -> Transaction:
+        """Add to the token-usage counters: this version's counters are the previous version's plus these
+        (what `save(add_usage=...)` does; `save(token_usage=...)` sets the totals instead)."""
+        for key, n in check_added(counters).items():
             self._usage[key] = self._usage.get(key, 0) + n
         return self
 
     def tool_call(self, call: ToolCall) -> Transaction:
         """Record a tool invocation in this version (see eventckpt.tools)."""
         if self._done:
-            raise InvalidArgumentError("transaction", self._stream.task_id, "this transaction has already ended")
-        (row,) = encode_calls(self._stream.store.codec, [call])
+            raise InvalidArgumentError("transaction", self._task_id, "this transaction has already ended")
+        (row,) = encode_calls(self._core.codec, [call])
         if any(r[0] == row[0] for r in self._tools):
             raise InvalidArgumentError("tool_calls", row[0], "a call_id is unique among the calls of one version")
         self._tools.append(row)
@@ -115,4 +101,5 @@ class Transaction:
     ) -> None:
         self._done = True
         if kind is None:
-            self.checkpoint = self._stream._commit_ops(self._ops, self._usage, tool_rows=self._tools, **self._options)
+            self.checkpoint = commit_recorded(self._core, self._task_id, self._ops, self._usage, self._tools,
+                                              **self._options)

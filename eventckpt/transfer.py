@@ -2,12 +2,18 @@
 
 One JSON object per line:
 
-    {"eventckpt": "export", "format": 1}
+    {"eventckpt": "export", "format": 2}
     {"stream": "task-1", "parent": null, "fork_version": null, "created_at": "..."}
     {"stream": "task-1", "version": 1, "created_at": "...", "name": null, "auto": false,
      "metadata": {...} | null, "usage": {...} | null, "checkpoint_id": null,
-     "events": [["set", "$.step", 1], ["append", "$.messages", {...}], ...], "checksum": "..."}
+     "events": [["set", "$.step", 1], ["append", "$.messages", {...}], ...], "checksum": "...",
+     "tool_calls": [[call_id, name, arguments, result, error, undoes], ...]}   (only when there are any)
     ...
+    {"eventckpt": "end", "streams": 1, "versions": 12, "events": 40}
+
+The last line says where the export ends and what it holds: an import refuses a file without it (cut
+short at a line boundary) or whose counts differ. Format 1 (before the end line existed) is refused with
+a message saying so: a cut-short format 1 file cannot be told from a whole one.
 
 A stream is exported with its whole lineage as its own versions (a fork's shared versions are copied
 from its ancestors), so the export stands alone; with forks, every fork below it follows as a stream
@@ -18,84 +24,106 @@ snapshots follow the importing store's policy. Version numbers are kept, holes i
 folds removed versions into the next kept one), and each imported version must reproduce its exported
 checksum, which chains over the versions before it: a version missing from the lines is refused. The
 whole import is one transaction.
+
+`copy(source, target)` moves a whole store between engines (SQLite <-> PostgreSQL) the same way, one stream
+tree per transaction, with the LangGraph saver's threads and pending writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .errors import InvalidArgumentError, StreamExistsError, StreamNotFoundError
-from .journal import Segment, StreamRow, segments_for
 from .checkpoint import parse_time
+from .checks import check_new_name, check_usage
+from .commit import commit
+from .errors import InvalidArgumentError, StreamExistsError, StreamNotFoundError
+from .journal import Segment, StreamRow
 from .ops import DELETE, EXTEND, INCR, OPS, TRUNCATE
 from .paths import from_text
-from .stream import _check_usage
 
 if TYPE_CHECKING:
     from .store import Store
 
-FORMAT = 1
+FORMAT = 2
 _BATCH = 1000
 
 
 def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes]:
-    """See Store.export. Lines are produced in batches, each read under the store lock."""
-    with store._guard() as journal:
+    """See Store.export. Lines are produced in batches, each read in one session."""
+    core = store.core
+    with core.session() as journal:
         found = journal.stream_and_head(task_id)
         if found is None:
             raise StreamNotFoundError(task_id)
         row, head = found
         todo = [(row, head, None)]
         if forks:
-            todo += [(r, journal.stream_and_head(r.name)[1], r) for r in store._subtree(row)[1:]]
+            todo += [(r, journal.stream_and_head(r.name)[1], r) for r in core.subtree(journal, row)[1:]]
         todo.sort(key=lambda t: t[0].id)  # a parent before its forks
+        removed = {r.id: journal.removed_head(r) or None for r, _, _ in todo}
     yield orjson.dumps({"eventckpt": "export", "format": FORMAT}) + b"\n"
+    counts = {"versions": 0, "events": 0}
     for stream, upto, fork in todo:
         yield orjson.dumps({"stream": stream.name, "parent": _parent_name(store, fork), "fork_version": fork and fork.fork_version,
-                            "created_at": stream.created_at}) + b"\n"
-        yield from _versions(store, stream, upto, (fork.fork_version or 0) if fork else 0)
+                            "created_at": stream.created_at, "removed_head": removed[stream.id]}) + b"\n"
+        yield from _versions(store, stream, upto, (fork.fork_version or 0) if fork else 0, counts)
+    yield orjson.dumps({"eventckpt": "end", "streams": len(todo), **counts}) + b"\n"
 
 
 def _parent_name(store: Store, fork: StreamRow | None) -> str | None:
-    return store._chain(fork)[-2].name if fork is not None else None
+    if fork is None:
+        return None
+    with store.core.session() as journal:
+        return store.core.lineage(journal, fork)[-2].name
 
 
-def _versions(store: Store, row: StreamRow, upto: int, after: int) -> Iterator[bytes]:
+def _versions(store: Store, row: StreamRow, upto: int, after: int, counts: dict[str, int]) -> Iterator[bytes]:
     for lo in range(after + 1, upto + 1, _BATCH):
         hi = min(upto, lo + _BATCH - 1)
-        with store._guard() as journal, journal.read():
-            segments = [s for s in (Segment(s.stream_id, max(s.lo, lo), s.hi) for s in segments_for(store._chain(row), hi))
-                        if s.lo <= s.hi]
+        with store.core.session() as journal, journal.read():
+            segments = [s for s in (Segment(s.tree_id, s.stream_id, max(s.lo, lo), s.hi)
+                                    for s in store.core.segments(journal, row, hi)) if s.lo <= s.hi]
             vrows = journal.version_rows(segments)
             events: dict[int, list[Any]] = {}
             for version, _, op, path, value in journal.tail(segments, lo - 1):
                 events.setdefault(version, []).append([op, path, orjson.Fragment(value) if value is not None else None])
-            ids = {v: journal.checkpoint_id_of(s.stream_id, v) for s in segments for v in range(s.lo, s.hi + 1)}
+            ids = {v: journal.checkpoint_id_of(s, v) for s in segments for v in range(s.lo, s.hi + 1)}
+            calls: dict[int, list[Any]] = {}
+            for version, call_id, name, arguments, result, error, undoes in journal.tool_calls(segments, lo - 1):
+                calls.setdefault(version, []).append([call_id, name, orjson.Fragment(arguments),
+                                                      orjson.Fragment(result) if result is not None else None,
+                                                      error, undoes])
         lines = [orjson.dumps({
             "stream": row.name, "version": v.version, "created_at": v.created_at, "name": v.name, "auto": bool(v.auto),
             "metadata": orjson.Fragment(v.metadata) if v.metadata else None,
             "usage": orjson.Fragment(v.usage) if v.usage else None,
             "checkpoint_id": ids.get(v.version), "events": events.get(v.version, []), "checksum": v.checksum.hex(),
+            **({"tool_calls": calls[v.version]} if v.version in calls else {}),
         }) + b"\n" for v in vrows]
+        counts["versions"] += len(vrows)
+        counts["events"] += sum(map(len, events.values()))
         yield from lines
 
 
 def import_lines(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None = None) -> list[str]:
     """See Store.import_lines. `progress(n)` is called with the size of every line read.
 
-    The whole import is one write transaction (Store._batch): a bad line, an exception or a killed
+    The whole import is one write transaction (Core.batch): a bad line, an exception or a killed
     process leaves the file as it was, never a partial stream. Other writers wait for it."""
     created: dict[str, int] = {}  # stream -> its last imported version (its fork version at first)
-    with store._batch():
+    with store.core.batch():
         _import(store, lines, progress, created)
     return list(created)
 
 
 def _import(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None, created: dict[str, int]) -> None:
-    header = True
+    header, end = True, None
+    seen = {"streams": 0, "versions": 0, "events": 0}
+    number = 0
     for number, line in enumerate(lines, 1):
         if progress:
             progress(len(line))
@@ -107,14 +135,37 @@ def _import(store: Store, lines: Iterable[bytes | str], progress: Callable[[int]
             raise InvalidArgumentError("line", number, f"is not JSON ({exc})") from None
         if type(record) is not dict:
             raise InvalidArgumentError("line", number, "is not a JSON object")
+        if end is not None:
+            raise InvalidArgumentError("line", number, f"comes after the export's end line (line {end})")
         if header:
-            if record.get("eventckpt") != "export" or record.get("format") != FORMAT:
-                raise InvalidArgumentError("line", number, f"the first line must be the export header of format {FORMAT}")
+            _check_header(record, number)
             header = False
+        elif record.get("eventckpt") == "end":
+            expected = {key: record.get(key) for key in seen}
+            if expected != seen:
+                raise InvalidArgumentError("line", number, f"the end line says the export holds {expected}, but it holds {seen}")
+            end = number
         elif "version" in record:
-            _import_version(store, record, number, created)
+            seen["events"] += _import_version(store, record, number, created)
+            seen["versions"] += 1
         else:
             _import_stream(store, record, number, created)
+            seen["streams"] += 1
+    if header:
+        raise InvalidArgumentError("export", "empty", "there is nothing to import: not even the export's first line")
+    if end is None:
+        raise InvalidArgumentError("export", f"{number} lines", "ends without its end line: the export was cut short"
+                                   " (or is not whole); nothing was imported")
+
+
+def _check_header(record: dict[str, Any], number: int) -> None:
+    if record.get("eventckpt") != "export" or type(record.get("format")) is not int:
+        raise InvalidArgumentError("line", number, f"the first line must be the export header of format {FORMAT}")
+    if record["format"] == 1:
+        raise InvalidArgumentError("export", "format 1", "format 1 exports (from eventckpt before the end line"
+                                   " existed) cannot be checked for being whole: export the stream again with this version")
+    if record["format"] != FORMAT:
+        raise InvalidArgumentError("export", f"format {record['format']}", f"this eventckpt reads export format {FORMAT}")
 
 
 def _field(record: dict[str, Any], name: str, types: tuple[type, ...], number: int) -> Any:
@@ -124,31 +175,55 @@ def _field(record: dict[str, Any], name: str, types: tuple[type, ...], number: i
     return value
 
 
+def _time(record: dict[str, Any], number: int) -> str:
+    created_at = _field(record, "created_at", (str,), number)
+    try:
+        parse_time(created_at)
+    except ValueError:
+        raise InvalidArgumentError("line", number, f"created_at {created_at!r} is not an ISO-8601 time") from None
+    return created_at
+
+
 def _import_stream(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> None:
     name = _field(record, "stream", (str,), number)
     parent = _field(record, "parent", (str, type(None)), number)
+    created_at = _time(record, number)
+    removed = _field(record, "removed_head", (int, type(None)), number)
+    if removed is not None and removed < 1:
+        raise InvalidArgumentError("line", number, f"removed_head {removed} is not a version number")
     if store.stream(name).exists():
         raise StreamExistsError(name)
     if name in created:
         raise InvalidArgumentError("line", number, f"stream {name!r} comes twice")
+    with store.core.session() as journal:  # the import's batch: one transaction
+        row = _create(journal, store, name, parent, record, number, created, created_at)
+        if removed is not None:  # before its versions: the next version after the import is numbered above it
+            journal.set_removed_head(row, removed)
+
+
+def _create(journal: Any, store: Store, name: str, parent: str | None, record: dict[str, Any], number: int,
+            created: dict[str, int], created_at: str) -> StreamRow:
     if parent is None:
-        created[name] = 0  # a root stream is created by its first version
-        return
-    if parent not in created:
+        row = journal.create_stream(check_new_name(name), created_at)
+        created[name] = 0
+    elif parent not in created:
         raise InvalidArgumentError("line", number, f"stream {name!r} forks from {parent!r}, which this import has not created")
-    at = _field(record, "fork_version", (int,), number)
-    store.stream(parent).fork(at=at, task_id=name)
-    created[name] = at
+    else:
+        at = _field(record, "fork_version", (int,), number)
+        store.stream(parent).fork(at=at, task_id=name)
+        row = journal.stream(name)
+        created[name] = at
+    return row
 
 
-def _import_version(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> None:
+def _import_version(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> int:
+    """Import one version line; returns its number of events."""
     name = _field(record, "stream", (str,), number)
     if name not in created:
         raise InvalidArgumentError("line", number, f"a version of {name!r} comes before its stream line")
     version = _field(record, "version", (int,), number)
     if version <= created[name]:  # holes are fine (retention leaves them); going back is not
         raise InvalidArgumentError("line", number, f"version {version} of {name!r} does not come after version {created[name]}")
-    stream = store.stream(name)
     codec = store.codec
     recorded = []
     for event in _field(record, "events", (list,), number):
@@ -162,23 +237,77 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
         recorded.append((op, from_text(path), codec.decode(raw) if raw is not None else None, raw))
     metadata = record.get("metadata")
     checksum = _field(record, "checksum", (str, type(None)), number)  # absent in hand-written lines
-    usage = _check_usage(_field(record, "usage", (dict, type(None)), number)) or {}
-    created_at = _field(record, "created_at", (str,), number)
-    try:
-        parse_time(created_at)
-    except ValueError:
-        raise InvalidArgumentError("line", number, f"created_at {created_at!r} is not an ISO-8601 time") from None
-    stream._commit(
-        lambda head: recorded, True, lambda prev: usage,
+    tool_rows = []
+    for call in record.get("tool_calls") or []:  # absent in exports from before tool calls travelled
+        if type(call) is not list or len(call) != 6 or not all(type(call[i]) is str for i in (0, 1)) \
+                or not all(call[i] is None or type(call[i]) is str for i in (4, 5)):
+            raise InvalidArgumentError("line", number, f"a tool call is [call_id, name, arguments, result, error, undoes], not {call!r}")
+        tool_rows.append((call[0], call[1], orjson.dumps(call[2]).decode(),
+                          orjson.dumps(call[3]).decode() if call[3] is not None else None, call[4], call[5]))
+    usage = check_usage(_field(record, "usage", (dict, type(None)), number)) or {}
+    created_at = _time(record, number)
+    commit(
+        store.core, name, lambda head: recorded, True, lambda prev: usage,
         metadata=codec.decode(orjson.dumps(metadata)) if metadata is not None else None,
         name=_field(record, "name", (str, type(None)), number), auto=_field(record, "auto", (bool,), number),
         expected_version=None, at=version, checkpoint_id=_field(record, "checkpoint_id", (str, type(None)), number),
-        created_at=created_at,
+        created_at=created_at, tool_rows=tool_rows,
     )
     created[name] = version
     if checksum is not None:  # it chains over every version before: a missing one shows here
-        row = store._journal.stream(name)
-        vrow = store._journal.version_row(row.id, version) if row else None
+        with store.core.session() as journal:
+            row = journal.stream(name)
+            vrow = journal.version_row(row, version) if row else None
         if vrow is None or vrow.checksum.hex() != checksum:
             raise InvalidArgumentError("line", number, f"version {version} of {name!r} does not match its checksum"
                                        " (a damaged export, or a version missing before it)")
+    return len(recorded)
+
+
+@dataclass(frozen=True)
+class Copied:
+    """What `copy` moved: the streams (roots with their forks) and the versions."""
+
+    streams: tuple[str, ...]
+    versions: int
+
+
+def copy(source: Store, target: Store, progress: Callable[[int, int], None] | None = None) -> Copied:
+    """See eventckpt.copy."""
+    with source.core.session() as journal, journal.read():
+        rows = journal.streams_all()
+        total = journal.totals()["versions"]
+        namespaces = journal.langgraph_namespaces()
+    names = [r.name for r in rows]
+    with target.core.session() as journal:
+        taken = [n for n in names if journal.stream(n) is not None]
+        if taken:  # refuse before anything is written
+            raise StreamExistsError(taken[0])
+        clash = [(t, ns) for t, ns, _ in namespaces if journal.langgraph_tree(t, ns) is not None]
+        if clash:
+            raise InvalidArgumentError("target", target.path, f"already has the LangGraph thread {clash[0][0]!r}")
+    roots = [r for r in rows if r.parent_id is None]
+    lines_total = total + len(rows) + 2 * len(roots)  # per tree: a header, a line per stream and version, an end
+    done = 0
+
+    def counted(lines: Iterator[bytes]) -> Iterator[bytes]:
+        nonlocal done
+        for line in lines:
+            done += 1
+            if progress:
+                progress(done, lines_total)
+            yield line
+
+    copied: list[str] = []
+    for root in roots:  # a tree at a time, each in one transaction of the target
+        copied += import_lines(target, counted(export(source, root.name, forks=True)), None)
+    with source.core.session() as journal:
+        writes = {(t, ns): journal.langgraph_all_writes(t, ns) for t, ns, _ in namespaces}
+    with target.core.session() as journal, journal.write():
+        for thread_id, ns, root_name in namespaces:
+            root = journal.stream(root_name)
+            assert root is not None
+            journal.langgraph_set_tree(thread_id, ns, root.tree_id)
+            for checkpoint_id, task_id, task_path, text in writes[(thread_id, ns)]:
+                journal.langgraph_set_writes(thread_id, ns, checkpoint_id, task_id, task_path, text, replace=True)
+    return Copied(tuple(copied), done - len(rows) - 2 * len(roots))

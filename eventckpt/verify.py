@@ -35,7 +35,7 @@ from .ops import APPEND, EXTEND, SET, apply
 from .paths import from_text
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .core import Core
 
 _BATCH = 2000  # versions read per query
 _CANON = orjson.OPT_SORT_KEYS
@@ -70,10 +70,10 @@ class VerifyReport:
         return not self.problems
 
 
-def verify(store: Store, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+def verify(core: Core, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
     """See Store.verify."""
-    with store._guard() as journal, journal.read():
-        checker = _Checker(store, journal, progress)
+    with core.session() as journal, journal.read():
+        checker = _Checker(core, journal, progress)
         for step in (checker.run, checker.file):
             try:
                 step()
@@ -112,8 +112,8 @@ class _Lineage:
 
 
 class _Checker:
-    def __init__(self, store: Store, journal: Journal, progress: Callable[[int, int], None] | None) -> None:
-        self.store, self.journal, self.progress = store, journal, progress
+    def __init__(self, core: Core, journal: Journal, progress: Callable[[int, int], None] | None) -> None:
+        self.core, self.journal, self.progress = core, journal, progress
         self.rows: list[StreamRow] = []
         self.problems: list[Problem] = []
         self.versions = self.events = self.snapshots = self.done = 0
@@ -129,7 +129,7 @@ class _Checker:
     def run(self) -> None:
         journal = self.journal
         self.rows = journal.streams_all()
-        self.extents = {row.id: journal.extent(row.id) for row in self.rows}
+        self.extents = {row.id: journal.extent(row) for row in self.rows}
         self.total = sum(max(0, self.extents[row.id][1] - (row.fork_version or 0)) for row in self.rows)
         by_id = {row.id: row for row in self.rows}
         starts = []
@@ -138,7 +138,7 @@ class _Checker:
                 starts.append(row)
                 continue
             parent = by_id.get(row.parent_id)
-            chain = self.store._chain(parent) if parent is not None else []
+            chain = self.core.lineage(journal, parent) if parent is not None else []
             owner = next((s.stream_id for s in segments_for(chain, row.fork_version) if s.hi == row.fork_version), None)
             if owner is None or self.extents[owner][1] < row.fork_version:
                 self.problem("fork", row, None, f"its fork point {row.fork_version} is not a version of its parent")
@@ -171,11 +171,11 @@ class _Checker:
         low, high = self.extents[row.id]
         if low and low < first:
             self.problem("version", row, low, f"a fork's own versions start at {first}")
-        snaps = set(journal.snapshot_versions(row.id))
+        snaps = set(journal.snapshot_versions(row))
         self.snapshots += len(snaps)
         for lo in range(first, high + 1, _BATCH):
             hi = min(high, lo + _BATCH - 1)
-            seg = [Segment(row.id, lo, hi)]
+            seg = [Segment(row.tree_id, row.id, lo, hi)]
             vrows = {r.version: r for r in journal.version_rows(seg)}
             events = {v: list(rows) for v, rows in itertools.groupby(journal.tail(seg, lo - 1), key=lambda r: r[0])}
             for version in range(lo, hi + 1):
@@ -228,7 +228,7 @@ class _Checker:
                                                  "snapshots after it are not compared")
 
     def check_snapshot(self, row: StreamRow, version: int, lineage: _Lineage) -> None:
-        state_text, manifest_text = self.journal.snapshot_row(row.id, version)
+        state_text, manifest_text = self.journal.snapshot_row(row, version)
         try:
             stored = orjson.loads(state_text)
             manifest = {key: (base, size) for key, (base, size) in orjson.loads(manifest_text).items()}
@@ -253,7 +253,7 @@ class _Checker:
         for key in literal & set(stored) & set(state):
             if orjson.dumps(stored[key], option=_CANON) != orjson.dumps(state[key], option=_CANON):
                 yield f"key {key!r} differs from the replay of the events"
-        chain = self.store._chain(row)
+        chain = self.core.lineage(self.journal, row)
         for key, (base, _) in manifest.items():
             if base == version or key not in state:
                 continue

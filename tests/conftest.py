@@ -1,9 +1,14 @@
-"""Shared fixtures: every test runs against real SQLite files in tmp_path."""
+"""Shared fixtures: tests run against real stores, never mocks.
+
+`store_target` / `store` / `new_target` are parametrized over both engines (a real SQLite file, and a
+database on a real throw-away PostgreSQL server the session starts itself; see tests/engines.py), so
+every behavioural test runs on each. `db_path` is a plain SQLite file, for the tests about the file
+itself (bytes, pragmas, the sqlite3 CLI, VFS faults)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +17,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import eventckpt
+
+from .engines import ENGINES, TARGETS
 
 settings.register_profile(
     "default", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
@@ -24,19 +31,71 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
-    """A path for a fresh store file."""
+    """A path for a fresh SQLite store file."""
     return tmp_path / "agent.db"
 
 
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    """The engine a behavioural test runs on ("sqlite" and "postgresql")."""
+    return request.param
+
+
 @pytest.fixture
-def store(db_path: Path) -> Iterator[eventckpt.Store]:
-    """An open store on a real file."""
-    with eventckpt.open(db_path) as s:
+def new_target(engine: str) -> Iterator[Callable[[], str]]:
+    """Make empty stores on the test's engine (file paths or postgresql:// URLs); cleaned up after."""
+    made: list[str] = []
+
+    def make() -> str:
+        made.append(TARGETS.take(engine))
+        return made[-1]
+
+    yield make
+    for target in made:
+        TARGETS.give_back(target)
+
+
+class _Named(dict):  # type: ignore[type-arg]
+    def __init__(self, make: Callable[[], str]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key: str) -> str:
+        self[key] = target = self.make()
+        return target
+
+
+@pytest.fixture
+def named(new_target: Callable[[], str]) -> dict[str, str]:
+    """Empty stores by name on the test's engine: named["a.db"] is the same store each time it is used."""
+    return _Named(new_target)
+
+
+@pytest.fixture
+def store_target(new_target: Callable[[], str]) -> str:
+    """Where an empty store lives, on each engine: open it with eventckpt.open(store_target)."""
+    return new_target()
+
+
+@pytest.fixture
+def pg_target() -> Iterator[str]:
+    """An empty store on PostgreSQL alone (for what only PostgreSQL has: pools, servers, many hosts)."""
+    target = TARGETS.take("postgresql")
+    yield target
+    TARGETS.give_back(target)
+
+
+@pytest.fixture
+def store(store_target: str) -> Iterator[eventckpt.Store]:
+    """An open store on each engine."""
+    with eventckpt.open(store_target) as s:
         yield s
 
 
 def journal_rows(path: Path | str) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table, read with a separate plain connection (to compare before/after)."""
+    if str(path).startswith("postgresql://"):
+        return TARGETS.rows(str(path))
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")]
@@ -58,3 +117,39 @@ def strict_equal(a: Any, b: Any) -> bool:
     if isinstance(a, float) and a != a:
         return b != b
     return a == b
+
+
+class RawSQL:
+    """Plain SQL on a store, beside eventckpt (to inspect or tamper with rows): SQLite through apsw,
+    PostgreSQL through psycopg with the store's schema first on the search path. `?` placeholders on
+    both; `kind` tells a test which dialect it is speaking when the SQL must differ."""
+
+    def __init__(self, target: Path | str) -> None:
+        self.target = str(target)
+        self.kind = "postgresql" if self.target.startswith("postgresql://") else "sqlite"
+        if self.kind == "sqlite":
+            self.conn: Any = apsw.Connection(self.target)
+        else:
+            import psycopg
+
+            self.conn = psycopg.connect(self.target, autocommit=True)
+            self.conn.execute("SET search_path TO eventckpt, public")
+
+    def execute(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        if self.kind == "sqlite":
+            return self.conn.execute(sql, args).fetchall()
+        cur = self.conn.execute(sql.replace("?", "%s"), args)
+        return [tuple(r) for r in cur.fetchall()] if cur.description else []
+
+    def one(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+        """The first column of the first row."""
+        return self.execute(sql, args)[0][0]
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> RawSQL:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

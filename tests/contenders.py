@@ -49,7 +49,7 @@ def write(store: eventckpt.Store, role: str, stream: str, writer: int, count: in
                 with task.transaction(metadata=meta, expected_version=head) as tx:
                     tx.incr("n")
                     tx.append("log", entry(writer, seq))
-                    tx.usage(saves=1)
+                    tx.add_usage(saves=1)
             else:
                 state = task.state(head) if head else {"n": 0, "log": []}
                 state["n"] += 1

@@ -85,7 +85,7 @@ class Writer:
             cache_size=args.cache_size,
             vfs=self.vfs.name if self.vfs else None,
         )
-        conn = self.store._journal.conn  # test-only reach into the engine: checkpoint size and the tracer
+        conn = self.store.core.backend.journal.conn  # test-only reach into the engine: checkpoint size and the tracer
         conn.execute(f"PRAGMA wal_autocheckpoint = {int(args.autocheckpoint)}")
         if kind == "stmt":
             conn.exec_trace = self._stmt_hook
@@ -195,7 +195,7 @@ def op_tx(w: Writer, task: eventckpt.CheckpointStore, version: int, model: wmode
         tx.set("step", version)
         for key, value in s.scratch.items():
             tx.set(("scratch", key), value)
-        tx.usage(input_tokens=120, output_tokens=40)
+        tx.add_usage(input_tokens=120, output_tokens=40)
 
 
 def op_save(w: Writer, task: eventckpt.CheckpointStore, version: int, model: wmodel.Version) -> None:

@@ -19,11 +19,11 @@ def run(coro):  # noqa: ANN001, ANN201 - a tiny helper for the sync test functio
     return asyncio.run(coro)
 
 
-def test_save_load_list_delete(db_path: Path) -> None:
+def test_save_load_list_delete(store_target: str) -> None:
     """The llmfy-style calls: save, load latest or by id, list newest first with a limit, delete."""
 
     async def main() -> None:
-        async with aio.open(db_path) as store:
+        async with aio.open(store_target) as store:
             ids = []
             for step in range(1, 13):
                 cp = await store.save("s1", {"step": step}, metadata=eventckpt.meta(node=f"n{step % 3}", step=step))
@@ -48,11 +48,11 @@ def test_save_load_list_delete(db_path: Path) -> None:
     run(main())
 
 
-def test_caller_checkpoint_ids(db_path: Path) -> None:
+def test_caller_checkpoint_ids(store_target: str) -> None:
     """A checkpoint_id given to save is the checkpoint's id; digit-only ids are refused (they read as versions)."""
 
     async def main() -> None:
-        store = await aio.open(db_path)
+        store = await aio.open(store_target)
         try:
             cp = await store.save("s", {"a": 1}, checkpoint_id="after-plan")
             assert cp.id == "after-plan"
@@ -73,16 +73,16 @@ def test_caller_checkpoint_ids(db_path: Path) -> None:
     run(main())
 
 
-def test_ids_are_stable_across_reopen_and_pruning(db_path: Path) -> None:
+def test_ids_are_stable_across_reopen_and_pruning(store_target: str) -> None:
     """An id names the same checkpoint after reopening and after other checkpoints were removed."""
 
     async def main() -> None:
-        async with aio.open(db_path) as store:
+        async with aio.open(store_target) as store:
             for i in range(10):
                 await store.save("s", {"i": i}, auto=i % 2 == 1)
             remembered = {cp.id: cp.values for cp in await store.list("s", limit=None)}
             await store.prune("s", keep_last=2, auto_only=True)
-        async with aio.open(db_path) as store:
+        async with aio.open(store_target) as store:
             for cp in await store.list("s", limit=None):
                 assert remembered[cp.id] == cp.values
             assert [cp.id for cp in await store.list("s", limit=None)] == ["10", "9", "7", "5", "3", "1"]
@@ -90,15 +90,13 @@ def test_ids_are_stable_across_reopen_and_pruning(db_path: Path) -> None:
     run(main())
 
 
-def test_delete_refusals(db_path: Path) -> None:
-    """The newest checkpoint and a fork's branch point cannot be deleted alone; a forked session needs forks=True."""
+def test_delete_refusals(store_target: str) -> None:
+    """A fork's branch point cannot be deleted alone; a forked session needs forks=True."""
 
     async def main() -> None:
-        async with aio.open(db_path) as store:
+        async with aio.open(store_target) as store:
             for i in range(3):
                 await store.save("s", {"i": i})
-            with pytest.raises(eventckpt.VersionInUseError):
-                await store.delete("s", "3")
             await store.fork("s", at=2, new_session_id="b")
             with pytest.raises(eventckpt.VersionInUseError):
                 await store.delete("s", "2")
@@ -110,11 +108,32 @@ def test_delete_refusals(db_path: Path) -> None:
     run(main())
 
 
-def test_clear_all_and_time_travel(db_path: Path) -> None:
+def test_deleting_the_newest_checkpoint(store_target: str) -> None:
+    """delete(session, id) of the newest checkpoint works as llmfy's: the one before becomes the latest, and
+    the deleted id never names another checkpoint (the next save gets a new number)."""
+
+    async def main() -> None:
+        async with aio.open(store_target) as store:
+            for i in range(3):
+                await store.save("s", {"i": i})
+            assert await store.delete("s", "3") is True
+            latest = await store.load("s")
+            assert latest.id == "2" and latest.values == {"i": 1}
+            assert [cp.id for cp in await store.list("s")] == ["2", "1"]
+            assert await store.load("s", "3") is None
+            assert (await store.save("s", {"i": "new"})).id == "4" and await store.load("s", "3") is None
+            await store.save("t", {"only": 1}, checkpoint_id="c1")
+            assert await store.delete("t", "c1") is True and await store.load("t") is None
+            assert await store.list("t") == [] and (await store.save("t", {"only": 2})).version == 2
+
+    run(main())
+
+
+def test_clear_all_and_time_travel(store_target: str) -> None:
     """clear_all deletes every session (forks included); get/state/rollback/list_versions work by session."""
 
     async def main() -> None:
-        async with aio.open(db_path) as store:
+        async with aio.open(store_target) as store:
             await store.save("a", {"x": 1})
             await store.save("a", {"x": 2})
             assert (await store.get("a", 1)).values == {"x": 1}
@@ -129,7 +148,7 @@ def test_clear_all_and_time_travel(db_path: Path) -> None:
     run(main())
 
 
-def test_load_into_and_expire(db_path: Path) -> None:
+def test_load_into_and_expire(store_target: str) -> None:
     """load_into restores an object in place; expire removes old checkpoints, async."""
 
     class Agent(eventckpt.Checkpointable):
@@ -137,7 +156,7 @@ def test_load_into_and_expire(db_path: Path) -> None:
             self.turns = 0
 
     async def main() -> None:
-        async with aio.open(db_path) as store:
+        async with aio.open(store_target) as store:
             agent = Agent()
             for turn in range(3):
                 agent.turns = turn
@@ -153,18 +172,19 @@ def test_load_into_and_expire(db_path: Path) -> None:
 
 def test_event_loop_is_not_blocked(db_path: Path) -> None:
     """While a save waits for another connection's write lock, other coroutines keep running."""
+    store_target = db_path
 
     async def main() -> None:
-        async with aio.open(db_path) as store:
+        async with aio.open(store_target) as store:
             await store.save("s", {"n": 0})
-            blocker = eventckpt.open(db_path)
-            blocker._journal.begin()  # holds the write lock
+            blocker = eventckpt.open(store_target)
+            blocker.core.backend.journal.begin()  # holds the write lock
             ticks = 0
             saving = asyncio.ensure_future(store.save("s", {"n": 1}))
             while not saving.done() and ticks < 20:
                 await asyncio.sleep(0.01)
                 ticks += 1
-            blocker._journal.rollback()
+            blocker.core.backend.journal.rollback()
             blocker.close()
             await saving
             assert ticks >= 20  # the loop ran all the while the save was waiting
@@ -183,13 +203,13 @@ with eventckpt.open(sys.argv[1]) as store:
 """
 
 
-def test_many_writers_never_see_database_locked(db_path: Path) -> None:
+def test_many_writers_never_see_database_locked(store_target: str) -> None:
     """Coroutines, threads, a second async store and another process write at once: all land, none fails."""
     n_coroutines, per = 40, 10
 
     async def main() -> None:
-        async with aio.open(db_path) as first, aio.open(db_path) as second:
-            proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(db_path), "150"],
+        async with aio.open(store_target) as first, aio.open(store_target) as second:
+            proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(store_target), "150"],
                                     stderr=subprocess.PIPE)
             errors: list[BaseException] = []
 
@@ -227,11 +247,11 @@ def test_many_writers_never_see_database_locked(db_path: Path) -> None:
     run(main())
 
 
-def test_async_log_history_diff_search(db_path: Path) -> None:
+def test_async_log_history_diff_search(store_target: str) -> None:
     """The time-travel queries have async versions: log, history, diff and search, as the sync ones answer."""
 
     async def main() -> None:
-        async with aio.open(db_path) as store:
+        async with aio.open(store_target) as store:
             for step in range(1, 6):
                 await store.save("s", {"step": step, "plan": ["a"] * step}, name="five" if step == 5 else None,
                                  metadata=eventckpt.meta(node="planner" if step % 2 else "tools", step=step))
@@ -241,7 +261,7 @@ def test_async_log_history_diff_search(db_path: Path) -> None:
             diff = await store.diff("s", 2, 5)
             assert {c.path for c in diff.changes} == {("step",), ("plan", 2), ("plan", 3), ("plan", 4)}
             assert [cp.version for cp in await store.search(name="five")] == [5]
-            with eventckpt.open(db_path) as sync:
+            with eventckpt.open(store_target) as sync:
                 assert await store.diff("s", 2, 5) == sync.stream("s").diff(2, 5)
 
     run(main())

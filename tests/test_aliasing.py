@@ -57,12 +57,12 @@ def test_two_reads_are_independent(store: eventckpt.Store) -> None:
     assert second == {"a": [1]}
 
 
-def test_reads_after_reopen_are_independent(db_path: Path) -> None:
+def test_reads_after_reopen_are_independent(store_target: str) -> None:
     """Values read from the file (not the cache) are fresh objects too."""
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         store.stream("t").save({"a": [1]})
         store.stream("t").save({"a": [1, 2]})
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         task = store.stream("t")
         value = task.state(1)
         value["a"].append(99)

@@ -178,7 +178,7 @@ def test_full_disk_at_every_budget(tmp_path: Path, vfs_factory: Callable[..., Fa
     for budget in [0, 1, 100, 4096, 5000, 8192, 12000, 20000, 40000, 70000]:
         path = tmp_path / f"full-{budget}.db"
         with eventckpt.open(path, vfs=vfs.name, snapshots=eventckpt.SnapshotPolicy.every_version()) as store:
-            store._journal.conn.execute("PRAGMA wal_autocheckpoint = 0")  # see test_full_disk_at_checkpoint
+            store.core.backend.journal.conn.execute("PRAGMA wal_autocheckpoint = 0")  # see test_full_disk_at_checkpoint
             store.stream("t").save({"log": ["a"], "n": 0})
             vfs.space = vfs.written + budget
             for i, write in enumerate(FULL_DISK_WRITES):
@@ -220,7 +220,7 @@ def test_full_disk_at_checkpoint(tmp_path: Path, vfs_factory: Callable[..., Faul
     vfs = vfs_factory()
     path = tmp_path / "ckpt.db"
     with eventckpt.open(path, vfs=vfs.name) as store:
-        conn = store._journal.conn
+        conn = store.core.backend.journal.conn
         conn.execute("PRAGMA wal_autocheckpoint = 0")
         for i in range(40):
             store.stream("t").save({"log": [f"item {n}" * 20 for n in range(i)]})

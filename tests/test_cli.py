@@ -3,6 +3,8 @@ in README.md with an example, and reports errors as one line with a non-zero exi
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -41,12 +43,34 @@ def test_every_command_is_documented() -> None:
         assert "Example: eventckpt " + name in (command.help or "").replace("\n", " "), name
 
 
-def test_demo_shows_log_diff_and_fork(demo: Path) -> None:
-    """demo runs an agent and prints its log, a diff and a fork; running it again starts over."""
-    code, out, _ = run("demo", demo)
-    assert code == 0
+def test_demo_shows_log_diff_and_fork(tmp_path: Path) -> None:
+    """demo runs an agent and prints its log, a diff and a fork."""
+    code, out, _ = run("demo", tmp_path / "agent.db")
+    assert code == 0 and out.startswith(f"store {tmp_path / 'agent.db'}: stream 'demo', 10 versions")
     assert "log (newest first):" in out and "v10" in out and "'before tool call'" in out
-    assert "+ messages[3]" in out and "~ step  2 -> 8" in out and "forked 'demo' at v3" in out
+    assert "+ messages[3]" in out and "~ step  2 -> 8" in out and "forked 'demo' at v3 into 'demo-retry'" in out
+
+
+def test_demo_never_changes_what_is_there(demo: Path) -> None:
+    """demo on a store that has its streams writes demo-2 (then demo-3) and leaves every stream there, and
+    a user's fork of demo, exactly as it was."""
+    with eventckpt.open(demo) as store:
+        store.stream("demo").fork(at=5, task_id="mybranch").save({"mine": True})
+        store.stream("demo-3-retry").save({"taken": 1})  # demo-3 is taken through its fork's name
+    before = journal_rows(demo)
+    code, out, err = run("demo", demo)
+    assert code == 0 and "stream 'demo-2', 10 versions" in out and "into 'demo-2-retry'" in out, err
+    code, out, err = run("demo", demo)
+    assert code == 0 and "stream 'demo-4', 10 versions" in out, err
+    with eventckpt.open(demo) as store:
+        assert store.streams() == ["demo", "demo-retry", "mybranch", "demo-3-retry", "demo-2", "demo-2-retry",
+                                   "demo-4", "demo-4-retry"]
+        assert store.stream("mybranch").state() == {"mine": True}
+        assert store.stream("demo-2").state() == store.stream("demo").state()
+    after = journal_rows(demo)
+    for table, rows in before.items():  # every row that was there is still there, unchanged
+        if table != "sqlite_sequence":  # SQLite's counter of stream ids
+            assert set(rows) <= set(after[table]), table
 
 
 def test_streams_log_search_show(demo: Path) -> None:
@@ -150,6 +174,25 @@ BAD_CALLS = [
     ("import", "{db}", "{garbage}"),
     ("verify", "{text}"),
     ("explode", "{db}"),
+    ("show", "{db}", "demo@-1"),
+    ("show", "{db}", "demo@3.0"),
+    ("show", "{db}", "demo@"),
+    ("show", "{db}", "demo@x3"),
+    ("diff", "{db}", "demo@3", "v50"),
+    ("diff", "{db}", "nosuch"),
+    ("diff", "{db}", "demo@3", "nosuch"),
+    ("diff", "{db}", "demo@0"),
+    ("rollback", "{db}", "nosuch", "1"),
+    ("fork", "{db}", "demo@1", "--name", "x@5"),
+    ("fork", "{db}", "demo@1", "--name", "x@v5"),
+    ("history", "{db}", "demo", "scratch..k"),
+    ("history", "{db}", "demo", "$."),
+    ("history", "{db}", "demo", ""),
+    ("history", "{db}", "demo", "messages.3"),
+    ("history", "{db}", "demo", "messages[3"),
+    ("history", "{db}", "demo", '"a.b'),
+    ("history", "{db}", "nosuch", "step"),
+    ("import", "{db}", "{cut}"),
 ]
 
 
@@ -160,7 +203,9 @@ def test_errors_are_one_line(demo: Path, tmp_path: Path, args: tuple[str, ...]) 
     garbage.write_text('{"eventckpt": "export", "format": 1}\n{"stream": "demo", "parent": null}\n')
     text = tmp_path / "notes.txt"
     text.write_text("not a database " * 100)
-    names = {"db": demo, "missing": tmp_path / "missing.db", "garbage": garbage, "text": text}
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(run("export", demo, "demo", "--forks")[1].splitlines(keepends=True)[:5]))
+    names = {"db": demo, "missing": tmp_path / "missing.db", "garbage": garbage, "text": text, "cut": cut}
     before = journal_rows(demo)
     code, out, err = run(*(a.format(**names) for a in args))
     assert code != 0 and err.startswith("Error: ") and err.count("\n") == 1, err
@@ -174,3 +219,124 @@ def test_real_process_entry_point(demo: Path, tmp_path: Path) -> None:
     assert ok.returncode == 0 and ok.stdout.startswith("v10")
     bad = subprocess.run([sys.executable, "-m", "eventckpt", "show", str(demo), "nobody"], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stderr == "Error: StreamNotFoundError: stream 'nobody' does not exist\n"
+
+
+MESSAGES = [
+    (("show", "demo@-1"), "InvalidArgumentError: invalid version 'demo@-1': a version is a whole number such as 3 or v3"),
+    (("show", "demo@3.0"), "invalid version 'demo@3.0'"),
+    (("show", "demo@"), "invalid version 'demo@'"),
+    (("show", "nosuch@x.com"), "StreamNotFoundError: stream 'nosuch@x.com' does not exist"),
+    (("diff", "demo@3", "v50"), "VersionNotFoundError: stream 'demo' has no version 50 (head is 10)"),
+    (("diff", "nosuch"), "StreamNotFoundError: stream 'nosuch' does not exist"),
+    (("diff", "demo@3", "nosuch@2"), "StreamNotFoundError: stream 'nosuch' does not exist"),
+    (("rollback", "nosuch", "1"), "StreamNotFoundError: stream 'nosuch' does not exist"),
+    (("fork", "demo@1", "--name", "x@5"), "invalid task_id 'x@5': a new stream name cannot end in '@' and a number"),
+    (("history", "demo", "messages.3"), "PathError: invalid path 'messages.3': malformed at '.3'"),
+    (("history", "demo", "scratch..k"), "PathError: invalid path 'scratch..k': malformed at '..k'"),
+    (("history", "demo", ""), "PathError: invalid path '': an empty path"),
+]
+
+
+@pytest.mark.parametrize("args,message", MESSAGES, ids=[" ".join(a) for a, _ in MESSAGES])
+def test_errors_say_what_is_wrong(demo: Path, args: tuple[str, ...], message: str) -> None:
+    """A missing stream or version, a malformed version or path, and a name STREAM@VERSION cannot address
+    each get an error that names them (not an empty answer, not a misleading one)."""
+    code, _, err = run(args[0], demo, *args[1:])
+    assert code == 1 and message in err, err
+
+
+def test_versions_as_the_log_prints_them(demo: Path) -> None:
+    """STREAM@vN is STREAM@N, in show, diff (both sides) and fork; a bare vN is a version of the first stream."""
+    assert run("show", demo, "demo@v3", "--json")[1] == run("show", demo, "demo@3", "--json")[1]
+    assert run("diff", demo, "demo@v3", "v7")[1] == run("diff", demo, "demo@3", "7")[1]
+    assert run("diff", demo, "demo@3", "demo-retry@v4", "--json")[1] == run("diff", demo, "demo@3", "demo-retry@4", "--json")[1]
+    assert run("fork", demo, "demo@v2", "--name", "two")[1].strip() == "forked demo@2 into two"
+
+
+def test_names_holding_at_stay_addressable(demo: Path) -> None:
+    """A stream named like an e-mail address is created, shown at its head and at a version; a legacy name
+    ending in @N (written before such names were refused) is shown at its head, and its versions with @N."""
+    assert run("fork", demo, "demo@3", "--name", "user@example.com")[0] == 0
+    assert orjson.loads(run("show", demo, "user@example.com", "--json")[1])["version"] == 3
+    assert orjson.loads(run("show", demo, "user@example.com@2", "--json")[1])["values"]["step"] == 1
+    conn = apsw.Connection(str(demo))  # a name an older eventckpt let through
+    conn.execute("UPDATE streams SET name = 'x@5' WHERE name = 'user@example.com'")
+    conn.close()
+    assert orjson.loads(run("show", demo, "x@5", "--json")[1])["stream"] == "x@5"
+    assert orjson.loads(run("show", demo, "x@5@2", "--json")[1])["version"] == 2
+
+
+def test_history_says_when_nothing_changed(demo: Path) -> None:
+    """history prints "no changes" when a path never changed (and [] with --json); an appended item's
+    history is the append that created it."""
+    code, out, _ = run("history", demo, "demo", "scratch.nothing")
+    assert code == 0 and out == "no changes of scratch.nothing in demo\n"
+    assert orjson.loads(run("history", demo, "demo", "scratch.nothing", "--json")[1]) == []
+    entries = orjson.loads(run("history", demo, "demo", "messages[3]", "--json")[1])
+    assert [(e["version"], e["op"], e["path"]) for e in entries] == [(4, "append", "$.messages")]
+    assert entries[0]["value"]["content"] == "Step 3: calling search_flights(LIS)"
+
+
+READ_COMMANDS = [("streams",), ("verify",), ("stats",), ("log", "demo"), ("show", "demo"), ("history", "demo", "step"),
+                 ("diff", "demo@1"), ("search", "--name", "x"), ("export", "demo"), ("sql", "SELECT 1"),
+                 ("fork", "demo"), ("rollback", "demo", "1")]
+
+
+@pytest.mark.parametrize("args", READ_COMMANDS, ids=[a[0] for a in READ_COMMANDS])
+def test_commands_on_an_empty_or_missing_file_change_nothing(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """Every command but demo and import, given an empty (0-byte) file, fails with StoreNotFoundError and
+    leaves it 0 bytes, with no -wal/-shm beside it; a missing file stays missing."""
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    code, _, err = run(args[0], empty, *args[1:])
+    assert code == 1 and "StoreNotFoundError" in err and "empty" in err, err
+    assert empty.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+    code, _, err = run(args[0], tmp_path / "missing.db", *args[1:])
+    assert code != 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"], err
+
+
+def test_a_failed_import_leaves_no_store_behind(demo: Path, tmp_path: Path) -> None:
+    """An import that fails (cut short, header only) into a new path leaves no file there, and into an
+    empty file leaves it empty; the same lines whole import fine."""
+    lines = run("export", demo, "demo", "--forks")[1].splitlines(keepends=True)
+    assert len(lines) == 15 and orjson.loads(lines[-1])["eventckpt"] == "end"
+    (tmp_path / "empty.db").write_bytes(b"")
+    for cut in (lines[:5], lines[:1], lines[:-1]):
+        source = tmp_path / "cut.jsonl"
+        source.write_text("".join(cut))
+        code, _, err = run("import", tmp_path / "new.db", source)
+        assert code == 1 and "cut short" in err, err
+        assert not (tmp_path / "new.db").exists()
+        assert run("import", tmp_path / "empty.db", source)[0] == 1 and (tmp_path / "empty.db").stat().st_size == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.db", "cut.jsonl", "empty.db"]
+    code, out, _ = run("import", tmp_path / "new.db", "-", input="".join(lines).encode())
+    assert code == 0 and out.strip() == "imported 2 streams: demo, demo-retry"
+
+
+def test_stats_reports_the_wal_apart(demo: Path) -> None:
+    """stats' file_bytes is the store file alone; the write-ahead log is wal_bytes."""
+    with eventckpt.open(demo) as store:  # keep a connection open so the WAL is not folded in at close
+        for i in range(50):
+            store.stream("big").save({"blob": "x" * 20_000, "i": i})
+        figures = orjson.loads(run("stats", demo, "--json")[1])
+        wal = Path(str(demo) + "-wal").stat().st_size
+        assert wal > 0 and figures["wal_bytes"] == wal
+        assert figures["file_bytes"] == demo.stat().st_size
+
+
+def table_examples() -> list[str]:
+    section = README.split("## The command line", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `(eventckpt [^`]*)` \|", section, re.M)
+
+
+def test_the_readme_table_and_help_examples_work_on_the_demo_file(tmp_path: Path) -> None:
+    """Every example of README's command table (the same as the commands' --help examples) runs in order,
+    as a real process, on the file `eventckpt demo agent.db` writes, and exits 0."""
+    examples = table_examples()
+    assert len(examples) == len(main.commands) and examples[0] == "eventckpt demo agent.db"
+    helps = {re.search(r"Example: (eventckpt .*)", " ".join((c.help or "").split())).group(1) for c in main.commands.values()}
+    assert helps == set(examples)
+    for command in ["eventckpt demo agent.db"] + examples:
+        done = subprocess.run([sys.executable, "-m", "eventckpt", *shlex.split(command)[1:]], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (command, done.stderr)

@@ -21,7 +21,7 @@ import pytest
 import eventckpt
 from eventckpt.codec import Codec
 
-from .conftest import journal_rows, strict_equal
+from .conftest import RawSQL, journal_rows, strict_equal
 
 
 class Color(enum.Enum):
@@ -93,25 +93,25 @@ def test_round_trip_exact(store: eventckpt.Store, key: str) -> None:
     assert strict_equal(got, EXACT[key]), (got, EXACT[key])
 
 
-def test_round_trip_after_reopen_with_registered_types(db_path: Path) -> None:
+def test_round_trip_after_reopen_with_registered_types(store_target: str) -> None:
     """After reopening, enums and classes registered with types= decode into their classes."""
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         store.stream("t").save(dict(EXACT))
-    with eventckpt.open(db_path, types=[Color, Level, Point, Span, Frozen]) as store:
+    with eventckpt.open(store_target, types=[Color, Level, Point, Span, Frozen]) as store:
         got = store.stream("t").state()
     for key, value in EXACT.items():
         assert strict_equal(got[key], value), key
 
 
-def test_unregistered_classes_decode_as_data(db_path: Path) -> None:
+def test_unregistered_classes_decode_as_data(store_target: str) -> None:
     """Without types=, a stored enum is its value and a stored object its fields: nothing is imported."""
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         store.stream("t").save({"c": Color.BLUE, "p": Point(1, 2.0)})
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         assert store.stream("t").state() == {"c": 2, "p": {"x": 1, "y": 2.0, "tags": {"$tuple": []}} | {"tags": ()}}
 
 
-def test_typed_restore_into_callers_type(db_path: Path) -> None:
+def test_typed_restore_into_callers_type(store_target: str) -> None:
     """state(as_type=...) structures into the dataclass/attrs type the caller passes, with nested types."""
 
     @dataclasses.dataclass
@@ -123,9 +123,9 @@ def test_typed_restore_into_callers_type(db_path: Path) -> None:
         notes: dict[str, int]
 
     value = State(Point(1, 2.0, ("t",)), EXACT["attrs"], Color.RED, [EXACT["uuid"]], {"a": 1})
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         store.stream("t").save(value)
-    with eventckpt.open(db_path) as store:  # a new process knows none of these classes
+    with eventckpt.open(store_target) as store:  # a new process knows none of these classes
         assert store.stream("t").state(as_type=State) == value
         assert store.stream("t").get(1, as_type=State).values == value
 
@@ -164,15 +164,15 @@ BAD = {
 
 
 @pytest.mark.parametrize("kind", sorted(BAD))
-def test_unstorable_values_refused_and_nothing_written(store: eventckpt.Store, db_path: Path, kind: str) -> None:
+def test_unstorable_values_refused_and_nothing_written(store: eventckpt.Store, store_target: str, kind: str) -> None:
     """Unstorable values raise SerializationError naming where they are, and the file is unchanged."""
     task = store.stream("t")
     task.save({"keep": 1})
-    before = journal_rows(db_path)
+    before = journal_rows(store_target)
     with pytest.raises(eventckpt.SerializationError) as info:
         task.save({"keep": 1, "bad": BAD[kind]()})
     assert info.value.path[:1] == ("bad",)
-    assert journal_rows(db_path) == before
+    assert journal_rows(store_target) == before
     assert task.state() == {"keep": 1} and task.version == 1
 
 
@@ -184,9 +184,9 @@ def test_nested_path_in_error(store: eventckpt.Store) -> None:
     assert "['a']['b'][2]['c']" in str(info.value)
 
 
-def test_nan_allowed_when_asked(tmp_path: Path) -> None:
+def test_nan_allowed_when_asked(named: dict[str, str]) -> None:
     """allow_nan=True stores NaN and infinities."""
-    with eventckpt.open(tmp_path / "n.db", allow_nan=True) as store:
+    with eventckpt.open(named["n.db"], allow_nan=True) as store:
         store.stream("t").save({"x": float("nan"), "y": float("inf")})
         state = store.stream("t").state()
     assert state["x"] != state["x"] and state["y"] == float("inf")
@@ -207,13 +207,12 @@ def test_subclasses_stored_as_their_base(store: eventckpt.Store) -> None:
         '{"$unknown": {"module": "os", "name": "system"}}',
     ],
 )
-def test_crafted_rows_load_as_data(db_path: Path, crafted: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crafted_rows_load_as_data(store_target: str, crafted: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stored row naming a class or module loads as data: nothing is imported or called."""
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         store.stream("t").save({"x": 1})
-    conn = apsw.Connection(str(db_path))
-    conn.execute("UPDATE events SET value = ? WHERE path = '$.x'", (crafted,))
-    conn.close()
+    with RawSQL(store_target) as raw:
+        raw.execute("UPDATE events SET value = ? WHERE path = '$.x'", (crafted,))
     import builtins
 
     real_import = builtins.__import__
@@ -224,7 +223,7 @@ def test_crafted_rows_load_as_data(db_path: Path, crafted: str, monkeypatch: pyt
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", spy)
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         value = store.stream("t").state()["x"]
     monkeypatch.setattr(builtins, "__import__", real_import)
     assert isinstance(value, (dict, str))
@@ -255,9 +254,10 @@ def test_sets_encode_canonically() -> None:
     assert codec.encode({3, 1, 2}) == codec.encode({2, 3, 1}) == b'{"$set":[1,2,3]}'
 
 
-def test_plain_json_is_stored_as_itself(store: eventckpt.Store, db_path: Path) -> None:
+def test_plain_json_is_stored_as_itself(store: eventckpt.Store, store_target: str) -> None:
     """Plain JSON values are stored untagged, readable by sqlite3's JSON functions."""
     store.stream("t").save({"msg": {"role": "user", "n": [1, 2.5, None, True]}})
-    conn = apsw.Connection(str(db_path))
-    assert conn.execute("SELECT value FROM events").fetchall()[0][0] == '{"role":"user","n":[1,2.5,null,true]}'
-    assert conn.execute("SELECT json_extract(value, '$.role') FROM events").fetchall()[0][0] == "user"
+    with RawSQL(store_target) as raw:
+        assert raw.one("SELECT value FROM events") == '{"role":"user","n":[1,2.5,null,true]}'
+        extract = "json_extract(value, '$.role')" if raw.kind == "sqlite" else "value::json ->> 'role'"
+        assert raw.one(f"SELECT {extract} FROM events") == "user"

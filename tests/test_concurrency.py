@@ -161,7 +161,7 @@ def test_cached_head_catches_up_instead_of_restoring(db_path: Path, monkeypatch:
     """Connections taking turns on one stream (reading before saving, or with expected_version) replay each
     other's new versions onto their cached heads (O(change)) instead of restoring the whole state, and
     every version still restores exactly."""
-    import eventckpt.store as store_module
+    import eventckpt.core as store_module
 
     restores: list[int] = []
     real = store_module.materialize
@@ -192,7 +192,7 @@ def test_cached_head_catches_up_instead_of_restoring(db_path: Path, monkeypatch:
 
 def test_cached_head_far_behind_is_restored(db_path: Path) -> None:
     """A cached head more versions behind than catching up is worth is restored from the file instead."""
-    from eventckpt.store import CATCH_UP
+    from eventckpt.core import CATCH_UP
 
     with eventckpt.open(db_path) as a, eventckpt.open(db_path) as b:
         a.stream("t").save({"n": 0})

@@ -8,6 +8,8 @@ import apsw
 import pytest
 
 import eventckpt
+
+from .conftest import RawSQL
 from eventckpt import meta
 
 
@@ -36,14 +38,18 @@ def test_checkpoint_accessors_and_summary(store: eventckpt.Store) -> None:
     assert stream.get(2).summary().startswith("session v2 (unnamed) | auto | ")
 
 
-def test_conventions_are_queryable_with_sql(store: eventckpt.Store, db_path: Path) -> None:
+def test_conventions_are_queryable_with_sql(store: eventckpt.Store, store_target: str) -> None:
     """What log/search filter on is plain SQL: the name and auto columns, and json_extract on metadata."""
     stream = store.stream("s")
     for step in range(6):
         stream.save({"step": step}, metadata=meta(user_id="u1" if step % 2 else "u2", node="agent", step=step),
                     name="milestone" if step == 3 else None, auto=step != 3)
-    conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
-    manual = conn.execute("SELECT version, name FROM versions WHERE auto = 0").fetchall()
-    owned = conn.execute("SELECT version FROM versions WHERE json_extract(metadata, '$.user_id') = 'u1'"
-                         " AND json_extract(metadata, '$.step') >= 3 ORDER BY version").fetchall()
+    with RawSQL(store_target) as raw:
+        manual = raw.execute("SELECT version, name FROM versions WHERE auto = 0")
+        if raw.kind == "sqlite":
+            owned = raw.execute("SELECT version FROM versions WHERE json_extract(metadata, '$.user_id') = 'u1'"
+                                " AND json_extract(metadata, '$.step') >= 3 ORDER BY version")
+        else:
+            owned = raw.execute("SELECT version FROM versions WHERE metadata::json ->> 'user_id' = 'u1'"
+                                " AND (metadata::json ->> 'step')::int >= 3 ORDER BY version")
     assert manual == [(4, "milestone")] and owned == [(4,), (6,)]

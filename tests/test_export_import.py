@@ -30,7 +30,7 @@ def history(store: eventckpt.Store) -> None:
             if i % 10 == 0:
                 tx.delete(("messages", 0))
                 tx.truncate("messages", 25)
-            tx.usage(input_tokens=100, output_tokens=7)
+            tx.add_usage(input_tokens=100, output_tokens=7)
     fork = main.fork(at=20, task_id="fork")
     fork.save({**fork.state(), "branch": True}, {"input_tokens": 1})
     fork.fork(at=10, task_id="deep").save({"deep": [1.5, None]})
@@ -49,22 +49,24 @@ def same_streams(a: eventckpt.Store, b: eventckpt.Store, names: list[str]) -> No
             assert strict_equal(cx.metadata, cy.metadata), (name, version)
 
 
-def test_round_trip_with_forks(tmp_path: Path) -> None:
+def test_round_trip_with_forks(named: dict[str, str]) -> None:
     """Export with forks, import into a new file: every version of every stream is identical, and the
     imported file verifies."""
-    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db", snapshots=SnapshotPolicy(min_tail_bytes=500)) as dst:
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"], snapshots=SnapshotPolicy(min_tail_bytes=500)) as dst:
         history(src)
         lines = list(src.export("main", forks=True))
-        assert orjson.loads(lines[0]) == {"eventckpt": "export", "format": 1}
+        assert orjson.loads(lines[0]) == {"eventckpt": "export", "format": 2}
+        assert orjson.loads(lines[-1]) == {"eventckpt": "end", "streams": 3, "versions": len(lines) - 5,
+                                           "events": sum(len(orjson.loads(line).get("events") or ()) for line in lines[:-1])}
         assert dst.import_lines(b"".join(lines).splitlines(keepends=True)) == ["main", "fork", "deep"]
         same_streams(src, dst, ["main", "fork", "deep"])
         assert dst.stream("deep").parent == eventckpt.ForkOrigin("fork", 10)
         assert dst.verify().ok
 
 
-def test_a_fork_alone_carries_its_whole_lineage(tmp_path: Path) -> None:
+def test_a_fork_alone_carries_its_whole_lineage(named: dict[str, str]) -> None:
     """A fork exported without its parent becomes a stream with every version of its history."""
-    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"]) as dst:
         history(src)
         dst.import_lines(src.export("fork"))
         copy = dst.stream("fork")
@@ -73,9 +75,9 @@ def test_a_fork_alone_carries_its_whole_lineage(tmp_path: Path) -> None:
             assert strict_equal(copy.state(version), src.stream("fork").state(version))
 
 
-def test_progress_counts_every_byte(tmp_path: Path) -> None:
+def test_progress_counts_every_byte(named: dict[str, str]) -> None:
     """progress(n) is called with the size of every line read."""
-    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"]) as dst:
         history(src)
         data = b"".join(src.export("main"))
         seen: list[int] = []
@@ -100,27 +102,25 @@ def bad_exports(good: list[bytes]) -> dict[str, list[bytes]]:
 
 @pytest.mark.parametrize("case", ["not json", "no header", "unknown op", "bad path", "incr of a string",
                                   "version out of order", "bad time", "fork of a stranger", "late failure"])
-def test_bad_imports_keep_nothing(tmp_path: Path, case: str) -> None:
+def test_bad_imports_keep_nothing(named: dict[str, str], case: str) -> None:
     """A malformed export raises a typed error and leaves the target file as it was."""
-    with eventckpt.open(tmp_path / "a.db") as src:
+    with eventckpt.open(named["a.db"]) as src:
         history(src)
         good = b"".join(src.export("main", forks=True)).splitlines(keepends=True)
-    target = tmp_path / "b.db"
+    target = named["b.db"]
     with eventckpt.open(target) as dst:
         dst.stream("existing").save({"keep": 1})
     before = journal_rows(target)
     with eventckpt.open(target) as dst:
         with pytest.raises(eventckpt.EventCkptError):
             dst.import_lines(bad_exports(good)[case])
-    after = journal_rows(target)
-    assert after["versions"] == before["versions"] and after["events"] == before["events"]
-    assert [r[1] for r in after["streams"]] == ["existing"]
+    assert journal_rows(target) == before
 
 
-def test_an_exception_mid_import_leaves_nothing_in_the_same_store(tmp_path: Path) -> None:
+def test_an_exception_mid_import_leaves_nothing_in_the_same_store(named: dict[str, str]) -> None:
     """An exception from the lines after a fork was created leaves no stream behind, and the same Store
     (whose cached heads and lineages the failed import had filled) then imports the lines whole."""
-    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"]) as dst:
         history(src)
         good = b"".join(src.export("main", forks=True)).splitlines(keepends=True)
         dst.stream("existing").save({"keep": 1})
@@ -138,24 +138,24 @@ def test_an_exception_mid_import_leaves_nothing_in_the_same_store(tmp_path: Path
         assert dst.verify().ok
 
 
-def test_existing_stream_is_refused(tmp_path: Path) -> None:
+def test_existing_stream_is_refused(named: dict[str, str]) -> None:
     """Importing a stream whose name is taken fails before writing anything."""
-    with eventckpt.open(tmp_path / "a.db") as src:
+    with eventckpt.open(named["a.db"]) as src:
         history(src)
         with pytest.raises(eventckpt.StreamExistsError):
             src.import_lines(src.export("main"))
         assert src.stream("main").version == 42
 
 
-def test_unknown_stream_export(tmp_path: Path) -> None:
+def test_unknown_stream_export(named: dict[str, str]) -> None:
     """Exporting a stream that does not exist raises StreamNotFoundError."""
-    with eventckpt.open(tmp_path / "a.db") as src, pytest.raises(eventckpt.StreamNotFoundError):
+    with eventckpt.open(named["a.db"]) as src, pytest.raises(eventckpt.StreamNotFoundError):
         list(src.export("nobody"))
 
 
-def test_a_pruned_stream_keeps_its_version_numbers(tmp_path: Path) -> None:
+def test_a_pruned_stream_keeps_its_version_numbers(named: dict[str, str]) -> None:
     """An export of a stream that retention thinned out imports with the same versions and states."""
-    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"]) as dst:
         task = src.stream("t")
         for i in range(12):
             task.save({"n": i, "items": list(range(i)), "flag": i % 3 == 0}, metadata={"i": i}, auto=i % 2 == 1)
@@ -180,7 +180,7 @@ def hook(cursor, sql, bindings):
         if seen[0] == int(sys.argv[3]):
             os.kill(os.getpid(), signal.SIGKILL)
     return True
-store._journal.conn.exec_trace = hook
+store.core.backend.journal.conn.exec_trace = hook
 with open(sys.argv[2], "rb") as f:
     store.import_lines(f)
 """
@@ -204,3 +204,52 @@ def test_a_killed_import_leaves_nothing(tmp_path: Path, kill_at: int) -> None:
         assert dst.streams() == ["existing"] and dst.verify().ok
         dst.import_lines((tmp_path / "export.jsonl").read_bytes().splitlines())  # and it can be done again
         assert set(dst.streams()) == {"existing", "main", "fork", "deep"}
+
+
+def test_tool_calls_travel_with_their_versions(named: dict[str, str]) -> None:
+    """Tool calls (undo records included) are exported with their version and imported into it."""
+    tools = eventckpt.ToolRegistry()
+    tools.register("add", lambda n: n + 1, reverse=lambda args, result: None)
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"]) as dst:
+        task = src.stream("t")
+        task.save({"n": 1}, tool_calls=[tools.call("add", n=1), tools.call("add", n="x")])
+        task.save({"n": 2})
+        task.undo_tools(since_version=0, registry=tools)
+        dst.import_lines(src.export("t"))
+        assert dst.stream("t").tool_calls() == task.tool_calls() and len(task.tool_calls()) == 3
+
+
+def cut_exports(good: list[bytes]) -> dict[str, list[bytes]]:
+    end = orjson.loads(good[-1])
+    return {
+        "first 5 lines": good[:5],
+        "header only": good[:1],
+        "all but the end line": good[:-1],
+        "a version line missing": good[:4] + good[5:],
+        "a stream missing": [line for line in good if orjson.loads(line).get("stream") != "deep"],
+        "end line with other counts": good[:-1] + [orjson.dumps({**end, "versions": end["versions"] + 1}) + b"\n"],
+        "a line after the end": good + [good[3]],
+        "nothing": [],
+        "format 1": [orjson.dumps({"eventckpt": "export", "format": 1}) + b"\n"] + good[1:-1],
+    }
+
+
+@pytest.mark.parametrize("case", ["first 5 lines", "header only", "all but the end line", "a version line missing",
+                                  "a stream missing", "end line with other counts", "a line after the end", "nothing",
+                                  "format 1"])
+def test_an_export_that_is_not_whole_is_refused(tmp_path: Path, case: str) -> None:
+    """An export cut short (at a line boundary, so every line is valid JSON), missing lines, with an end
+    line whose counts differ, with lines after the end, or in format 1 (which has no end line) raises
+    InvalidArgumentError saying so, and nothing of it is kept."""
+    with eventckpt.open(tmp_path / "a.db") as src:
+        history(src)
+        good = b"".join(src.export("main", forks=True)).splitlines(keepends=True)
+    with eventckpt.open(tmp_path / "b.db") as dst:
+        with pytest.raises(eventckpt.InvalidArgumentError) as info:
+            dst.import_lines(cut_exports(good)[case])
+        assert dst.streams() == []
+    message = str(info.value)
+    expected = {"format 1": "format 1 exports", "a line after the end": "after the export's end line",
+                "end line with other counts": "the end line says", "a stream missing": "the end line says", "nothing": "nothing to import",
+                "a version line missing": "does not match its checksum"}.get(case, "cut short")
+    assert expected in message, message

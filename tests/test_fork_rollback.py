@@ -8,6 +8,8 @@ import apsw
 import pytest
 
 import eventckpt
+
+from .conftest import RawSQL
 from eventckpt import ForkOrigin
 
 
@@ -18,13 +20,14 @@ def make_history(store: eventckpt.Store, n: int = 5) -> eventckpt.CheckpointStor
     return task
 
 
-def test_fork_shares_history_and_numbers_after_it(store: eventckpt.Store, db_path: Path) -> None:
+def test_fork_shares_history_and_numbers_after_it(store: eventckpt.Store, store_target: str) -> None:
     """A fork at v sees versions 1..v of its parent and numbers its own versions from v+1; nothing is copied."""
     main = make_history(store)
-    conn = apsw.Connection(str(db_path))
-    events_before = conn.execute("SELECT count(*) FROM events").fetchall()[0][0]
+    raw = RawSQL(store_target)
+    events_before = raw.one("SELECT count(*) FROM events")
     branch = main.fork(at=3, task_id="branch")
-    assert conn.execute("SELECT count(*) FROM events").fetchall()[0][0] == events_before
+    assert raw.one("SELECT count(*) FROM events") == events_before
+    raw.close()
     assert branch.version == 3 and branch.list_versions() == [1, 2, 3] and len(branch) == 3
     assert branch.state() == main.state(3)
     cp = branch.save({"step": 99})
@@ -73,7 +76,9 @@ def test_fork_at_zero_is_a_new_lineage_in_the_same_tree(store: eventckpt.Store) 
     main = store.stream("main")
     main.save({"a": 1}, checkpoint_id="c1")
     fresh = main.fork(at=0, task_id="fresh")
-    assert fresh.version == 0 and fresh.state() == {} and fresh.parent == eventckpt.ForkOrigin("main", 0)
+    assert fresh.version == 0 and fresh.latest is None and fresh.parent == eventckpt.ForkOrigin("main", 0)
+    with pytest.raises(eventckpt.VersionNotFoundError):
+        fresh.state()  # no checkpoint yet
     fresh.save({"b": 2}, checkpoint_id="c2")
     assert fresh.state(1) == {"b": 2} and main.state() == {"a": 1}
     with pytest.raises(eventckpt.DuplicateCheckpointIdError):
@@ -106,10 +111,10 @@ def test_delete_stream_with_forks(store: eventckpt.Store) -> None:
     assert store.streams() == []
 
 
-def test_forks_across_reopen(db_path: Path) -> None:
+def test_forks_across_reopen(store_target: str) -> None:
     """Fork lineage is stored in the file: it survives closing and reopening."""
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         make_history(store, 4).fork(at=2, task_id="b").save({"b": 1})
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         b = store.stream("b")
         assert b.state(2) == store.stream("main").state(2) and b.state(3) == {"b": 1}

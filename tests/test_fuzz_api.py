@@ -109,7 +109,7 @@ def perform(store: eventckpt.Store, call: tuple[Any, ...]) -> None:
         with task.transaction(**call[4]) as tx:
             for op, path, *rest in call[2]:
                 getattr(tx, op)(path, *rest)
-            tx.usage(**{k: v for k, v in call[3].items() if type(k) is str})
+            tx.add_usage(**{k: v for k, v in call[3].items() if type(k) is str})
     elif kind == "get":
         task.get(call[2]).values
     elif kind == "state":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import eventckpt
 
@@ -41,7 +43,7 @@ def test_appends_and_nested_changes_below_the_path(store: eventckpt.Store) -> No
         (5, "set", ("messages", 1, "n"), 10), (4, "append", ("messages",), {"n": 2}),
         (3, "append", ("messages",), {"n": 1}), (2, "append", ("messages",), {"n": 0}), (1, "set", ("messages",), [])]
     assert [e.path for e in task.history("scratch")] == [("scratch", "b")] * 3 + [("scratch",)]
-    assert ops(task.history(("messages", 1))) == [(5, "set", ("messages", 1, "n"), 10)]
+    assert ops(task.history(("messages", 1))) == [(5, "set", ("messages", 1, "n"), 10), (3, "append", ("messages",), {"n": 1})]
 
 
 def test_ancestors_that_replace_or_remove_the_path(store: eventckpt.Store) -> None:
@@ -114,8 +116,9 @@ def test_tagged_values_and_quoted_keys(store: eventckpt.Store) -> None:
 
 
 def test_missing_stream_and_bad_paths(store: eventckpt.Store) -> None:
-    """A missing stream has no history; a bad path or bound raises a typed error."""
-    assert store.stream("nobody").history("x") == []
+    """A missing stream raises StreamNotFoundError; a bad path or bound raises a typed error."""
+    with pytest.raises(eventckpt.StreamNotFoundError):
+        store.stream("nobody").history("x")
     task = store.stream("t")
     task.save({"x": 1})
     for bad in ((), (1,), ("x", 1.5), 'a"b', None):
@@ -123,3 +126,123 @@ def test_missing_stream_and_bad_paths(store: eventckpt.Store) -> None:
             task.history(bad)
     with pytest.raises(eventckpt.InvalidArgumentError):
         task.history("x", since=-1)
+
+
+def test_the_append_that_created_an_item(store: eventckpt.Store) -> None:
+    """history of a list item includes the append that created it, and a path inside the item reports the
+    append with the value there; a position appended to twice (after a truncation) has both."""
+    task = store.stream("t")
+    task.save({"messages": []})
+    for i in range(5):
+        with task.transaction() as tx:
+            tx.append("messages", {"n": i, "text": f"m{i}"})
+    assert ops(task.history(("messages", 3))) == [(5, "append", ("messages",), {"n": 3, "text": "m3"})]
+    assert ops(task.history("messages[3].text")) == [(5, "append", ("messages",), "m3")]
+    assert task.history("messages[3].missing") == [] and task.history(("messages", 9)) == []
+    with task.transaction() as tx:
+        tx.truncate("messages", 2)
+    with task.transaction() as tx:
+        tx.append("messages", {"n": 20})
+        tx.append("messages", {"n": 30})
+    assert ops(task.history(("messages", 3))) == [(8, "append", ("messages",), {"n": 30}), (7, "delete", ("messages",), None),
+                                                   (5, "append", ("messages",), {"n": 3, "text": "m3"})]
+    assert [(e.version, e.seq) for e in task.history(("messages", 3))][0] == (8, 1)
+    assert ops(task.history(("messages", 3), limit=1)) == [(8, "append", ("messages",), {"n": 30})]
+    assert [e.version for e in task.history(("messages", 3), until=6)] == [5]
+    assert [e.version for e in task.history(("messages", 3), since=6)] == [8, 7]
+
+
+def test_extends_sets_and_item_deletes(store: eventckpt.Store) -> None:
+    """An extend creates the items it adds; a list set whole reports the item's value (the set that
+    contained it); deleting an earlier item shifts the list (not reported), so a later append lands one
+    position lower."""
+    task = store.stream("t")
+    task.save({"l": ["a", "b"]})  # v1: created by a set
+    with task.transaction() as tx:
+        tx.extend("l", ["c", "d", "e"])  # v2: items 2..4
+    with task.transaction() as tx:
+        tx.delete(("l", 0))  # v3: length 4
+        tx.append("l", "f")  # item 4
+    assert ops(task.history(("l", 1))) == [(1, "set", ("l",), "b")]
+    assert ops(task.history(("l", 3))) == [(2, "extend", ("l",), "d")]
+    assert ops(task.history(("l", 4))) == [(3, "append", ("l",), "f"), (2, "extend", ("l",), "e")]
+    assert task.state() == {"l": ["b", "c", "d", "e", "f"]}
+
+
+def test_lists_inside_dicts_and_replaced_parents(store: eventckpt.Store) -> None:
+    """A list below a dict key counts from where an ancestor last replaced it; a fork's history includes
+    the appends it shares with its parent."""
+    task = store.stream("t")
+    task.save({"scratch": {"items": [1]}})
+    with task.transaction() as tx:
+        tx.append("scratch.items", 2)  # v2: item 1
+    task.save({"scratch": {"items": [5, 6, 7], "x": 1}, "y": 0})  # v3
+    with task.transaction() as tx:
+        tx.append("scratch.items", 8)  # v4: item 3
+    assert ops(task.history("scratch.items[3]")) == [(4, "append", ("scratch", "items"), 8)]
+    with task.transaction() as tx:
+        tx.set("scratch", {"items": []})  # v5: the parent replaced, the item gone
+        tx.append("scratch.items", 9)  # item 0
+    assert ops(task.history("scratch.items[3]")) == [(5, "delete", ("scratch",), None), (4, "append", ("scratch", "items"), 8)]
+    assert ops(task.history("scratch.items[0]"))[0] == (5, "append", ("scratch", "items"), 9)
+    fork = task.fork(at=4, task_id="f")
+    with fork.transaction() as tx:
+        tx.append("scratch.items", 10)  # f v5: item 4
+    assert ops(fork.history("scratch.items[4]")) == [(5, "append", ("scratch", "items"), 10)]
+    assert ops(fork.history("scratch.items[3]")) == [(4, "append", ("scratch", "items"), 8)]
+    assert fork.history("scratch.items[3]")[0].task_id == "t"
+
+
+LIST_OPS = st.lists(st.lists(st.one_of(
+    st.tuples(st.just("append"), st.integers(0, 99)),
+    st.tuples(st.just("extend"), st.lists(st.integers(0, 99), max_size=3)),
+    st.tuples(st.just("delete"), st.integers(0, 5)),
+    st.tuples(st.just("truncate"), st.integers(0, 4)),
+    st.tuples(st.just("set"), st.lists(st.integers(0, 99), max_size=4)),
+    st.tuples(st.just("drop"), st.none()),
+), min_size=1, max_size=4), min_size=1, max_size=12)
+
+
+@settings(max_examples=60)
+@given(LIST_OPS)
+def test_creations_match_a_model(tmp_path_factory: pytest.TempPathFactory, versions: list) -> None:
+    """On random appends, extends, item deletes, truncations, sets and deletions of a list, the appends and
+    extends history reports for each position are exactly those that put an item there (a model follows
+    the list's length event by event)."""
+    path = tmp_path_factory.mktemp("creations") / "h.db"
+    created: dict[int, list[tuple[int, int, str, int]]] = {}
+    with eventckpt.open(path) as store:
+        task = store.stream("t")
+        task.save({"other": 0})
+        model: list[int] | None = None
+        for version, steps in enumerate(versions, 2):
+            with task.transaction() as tx:
+                tx.incr("other")
+                for seq, (op, arg) in enumerate(steps, 1):
+                    if op == "append":
+                        created.setdefault(len(model or []), []).append((version, seq, op, arg))
+                        model = (model or []) + [arg]
+                        tx.append("l", arg)
+                    elif op == "extend":
+                        for k, item in enumerate(arg):
+                            created.setdefault(len(model or []) + k, []).append((version, seq, op, item))
+                        model = (model or []) + arg
+                        tx.extend("l", arg)
+                    elif op == "delete" and model and arg < len(model):
+                        del model[arg]
+                        tx.delete(("l", arg))
+                    elif op == "truncate" and model is not None:
+                        model = model[:arg]
+                        tx.truncate("l", arg)
+                    elif op == "set":
+                        model = list(arg)
+                        tx.set("l", arg)
+                    elif op == "drop" and model is not None:
+                        model = None
+                        tx.delete("l")
+                    else:
+                        tx.incr("other")  # keeps seq numbers in step with the model
+        assert task.state().get("l") == model
+        for index in range(max(created, default=-1) + 2):
+            got = [(e.version, e.seq, e.op, e.value) for e in task.history(("l", index)) if e.op in ("append", "extend")]
+            assert got == sorted(created.get(index, []), reverse=True), index

@@ -15,8 +15,8 @@ from tests.conftest import journal_rows
 
 
 @pytest.fixture
-def saver(tmp_path: Path) -> Iterator[EventCkptSaver]:
-    with EventCkptSaver(tmp_path / "bad.db") as s:
+def saver(store_target: str) -> Iterator[EventCkptSaver]:
+    with EventCkptSaver(store_target) as s:
         yield s
 
 

@@ -17,6 +17,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 
 from eventckpt.langgraph import EventCkptSaver
+from tests.conftest import RawSQL
 from tests.langgraph_graphs import chain, looping
 
 
@@ -35,17 +36,14 @@ def loop_graph(steps: int) -> StateGraph:
 
 
 @pytest.fixture
-def saver(tmp_path: Path) -> Iterator[EventCkptSaver]:
-    with EventCkptSaver(tmp_path / "graph.db") as s:
+def saver(store_target: str) -> Iterator[EventCkptSaver]:
+    with EventCkptSaver(store_target) as s:
         yield s
 
 
-def rows(path: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
+def rows(path: Path | str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with RawSQL(path) as raw:
+        return raw.execute(sql, args)
 
 
 def test_many_steps_and_the_whole_history(saver: EventCkptSaver) -> None:
@@ -74,7 +72,7 @@ def test_update_state_on_an_old_checkpoint_is_a_fork(saver: EventCkptSaver) -> N
     old = next(h for h in app.get_state_history(config) if h.values.get("step") == 4)
     events_before = rows(saver.store.path, "SELECT count(*) FROM events")[0][0]
     forked = app.update_state(old.config, {"messages": [{"role": "user", "content": "edited"}]})
-    streams = rows(saver.store.path, "SELECT name, parent_id, fork_version FROM streams ORDER BY id")
+    streams = rows(saver.store.path, "SELECT name, parent_id, fork_version FROM streams ORDER BY 2 NULLS FIRST, 1")
     assert len(streams) == 2 and streams[1][1] is not None  # a fork of the thread's stream
     assert rows(saver.store.path, "SELECT count(*) FROM events")[0][0] - events_before == 1  # one append
     state = app.get_state(forked)

@@ -127,7 +127,7 @@ def test_list_costs_the_same_queries_for_10_or_200_checkpoints(tmp_path: Path) -
                 seen.append(query)
                 return True
 
-            conn = saver.store._journal.conn
+            conn = saver.store.core.backend.journal.conn
             conn.exec_trace = trace
             listed = list(saver.list({"configurable": {"thread_id": "t"}}))
             conn.exec_trace = None

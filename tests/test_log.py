@@ -9,7 +9,7 @@ import pytest
 
 import eventckpt
 
-from .conftest import journal_rows
+from .conftest import RawSQL, journal_rows
 
 
 def agent(store: eventckpt.Store, name: str = "task", steps: int = 12) -> eventckpt.CheckpointStore:
@@ -20,7 +20,7 @@ def agent(store: eventckpt.Store, name: str = "task", steps: int = 12) -> eventc
                               metadata={"node": "tools" if tool else "agent", "step": i, "even": i % 2 == 0}) as tx:
             tx.append("messages", {"i": i})
             tx.set("step", i)
-            tx.usage(input_tokens=10)
+            tx.add_usage(input_tokens=10)
     return task
 
 
@@ -101,23 +101,23 @@ def test_fork_lists_shared_versions(store: eventckpt.Store) -> None:
     assert [cp.version for cp in fork.log(name="tool call")] == [4]
 
 
-def test_reads_no_state(store: eventckpt.Store, db_path: Path) -> None:
+def test_reads_no_state(store: eventckpt.Store, store_target: str) -> None:
     """log() never reads events or snapshots: it works while every event value is unreadable."""
     task = agent(store)
     store.close()
-    conn = apsw.Connection(str(db_path))
-    conn.execute("UPDATE events SET value = '{broken'")
-    conn.close()
-    with eventckpt.open(db_path) as again:
+    with RawSQL(store_target) as raw:
+        raw.execute("UPDATE events SET value = '{broken'")
+    with eventckpt.open(store_target) as again:
         entries = again.stream("task").log(metadata={"node": "tools"})
         assert [cp.version for cp in entries] == [12, 8, 4]
         with pytest.raises(eventckpt.CorruptStoreError):
             entries[0].values  # noqa: B018 - reading the state is where damage shows
 
 
-def test_missing_stream_is_empty(store: eventckpt.Store) -> None:
-    """A stream that does not exist has an empty log."""
-    assert store.stream("nobody").log() == []
+def test_missing_stream_is_an_error(store: eventckpt.Store) -> None:
+    """The log of a stream that does not exist raises StreamNotFoundError (not an empty list)."""
+    with pytest.raises(eventckpt.StreamNotFoundError):
+        store.stream("nobody").log()
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -125,10 +125,10 @@ def test_missing_stream_is_empty(store: eventckpt.Store) -> None:
     {"metadata": ["node"]}, {"metadata": {1: "x"}}, {"metadata": {'a"b': 1}}, {"metadata": {"$x": 1}},
     {"metadata": {"x": object()}},
 ])
-def test_bad_arguments(store: eventckpt.Store, db_path: Path, kwargs: dict) -> None:
+def test_bad_arguments(store: eventckpt.Store, store_target: str, kwargs: dict) -> None:
     """Bad filters raise a typed error and write nothing."""
     agent(store, steps=2)
-    before = journal_rows(db_path)
+    before = journal_rows(store_target)
     with pytest.raises(eventckpt.EventCkptError):
         store.stream("task").log(**kwargs)
-    assert journal_rows(db_path) == before
+    assert journal_rows(store_target) == before

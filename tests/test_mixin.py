@@ -10,6 +10,8 @@ import apsw
 import pytest
 
 import eventckpt
+
+from .conftest import RawSQL
 from eventckpt import Checkpointable, Migrations, MigrationError
 
 
@@ -250,7 +252,7 @@ def test_save_and_load_into(store: eventckpt.Store) -> None:
     assert agent.memory.items == ["one", "two"]
 
 
-def test_saved_object_is_plain_json(store: eventckpt.Store, db_path: Path) -> None:
+def test_saved_object_is_plain_json(store: eventckpt.Store, store_target: str) -> None:
     """A saved object is readable JSON in the file (never pickle): nested values go through the codec."""
 
     class Rich(Checkpointable):
@@ -259,8 +261,8 @@ def test_saved_object_is_plain_json(store: eventckpt.Store, db_path: Path) -> No
             self.where = Point(3, 4)
 
     store.stream("rich").save(Rich())
-    conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
-    values = dict(conn.execute("SELECT path, value FROM events").fetchall())
+    with RawSQL(store_target) as raw:
+        values = dict(raw.execute("SELECT path, value FROM events"))
     assert values["$.pair"] == '{"$tuple":[1,2]}'
     assert '"x":3' in values["$.where"] and "pickle" not in str(values)
 
@@ -282,7 +284,7 @@ def test_unstorable_public_attribute_names_the_field(store: eventckpt.Store) -> 
 def test_load_into_a_dict_and_bad_targets(store: eventckpt.Store) -> None:
     """load_into fills a plain dict in place; other objects, and an empty stream, are refused."""
     stream = store.stream("plain")
-    with pytest.raises(eventckpt.VersionNotFoundError):
+    with pytest.raises(eventckpt.StreamNotFoundError):
         stream.load_into({})
     stream.save({"a": 1})
     target = {"stale": True}

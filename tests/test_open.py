@@ -178,15 +178,15 @@ def test_bad_path_type() -> None:
 def test_durability_full_sets_synchronous_full(db_path: Path) -> None:
     """durability='full' runs the connection with synchronous=FULL (fsync at every commit)."""
     with eventckpt.open(db_path, durability="full") as store:
-        assert store._journal.conn.execute("PRAGMA synchronous").fetchall()[0][0] == 2
+        assert store.core.backend.journal.conn.execute("PRAGMA synchronous").fetchall()[0][0] == 2
     with eventckpt.open(db_path) as store:
-        assert store._journal.conn.execute("PRAGMA synchronous").fetchall()[0][0] == 1
+        assert store.core.backend.journal.conn.execute("PRAGMA synchronous").fetchall()[0][0] == 1
 
 
 def test_connection_setup(db_path: Path) -> None:
     """Every connection runs with foreign keys on and a busy timeout."""
     with eventckpt.open(db_path, timeout=7) as store:
-        conn = store._journal.conn
+        conn = store.core.backend.journal.conn
         assert conn.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
         assert conn.execute("PRAGMA busy_timeout").fetchall()[0][0] == 7000
 
@@ -237,4 +237,30 @@ def test_empty_file_becomes_a_store(tmp_path: Path) -> None:
     with eventckpt.open(path) as store:
         store.stream("t").save({"a": 1})
     with eventckpt.open(path) as store:
+        assert store.stream("t").state() == {"a": 1}
+
+
+@pytest.mark.parametrize("options", [{"readonly": True}, {"create": False}])
+@pytest.mark.parametrize("kind", ["missing", "empty", "empty database"])
+def test_reading_opens_never_create_a_store(tmp_path: Path, options: dict, kind: str) -> None:
+    """open(readonly=True) and open(create=False) of a missing file, a 0-byte file or an empty SQLite
+    database raise StoreNotFoundError and leave the directory as it was (no store, no -wal/-shm)."""
+    path = tmp_path / "store.db"
+    if kind == "empty":
+        path.touch()
+    elif kind == "empty database":
+        apsw.Connection(str(path)).close()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(eventckpt.StoreNotFoundError) as info:
+        eventckpt.open(path, **options)
+    assert info.value.path == str(path) and ("no such file" if kind == "missing" else "empty") in str(info.value)
+    assert isinstance(info.value, eventckpt.SchemaError)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_create_false_opens_an_existing_store_for_writing(db_path: Path) -> None:
+    """create=False opens a store that exists like open() does: reads and writes work."""
+    eventckpt.open(db_path).close()
+    with eventckpt.open(db_path, create=False) as store:
+        store.stream("t").save({"a": 1})
         assert store.stream("t").state() == {"a": 1}

@@ -41,7 +41,7 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> eventckpt.Store:
 
 def plans(store: eventckpt.Store, call: Callable[[], Any]) -> list[tuple[str, list[str]]]:
     """Run `call`, capturing every statement it executes, and return each with its query plan."""
-    conn = store._journal.conn
+    conn = store.core.backend.journal.conn
     seen: list[tuple[str, Any]] = []
 
     def trace(cursor: Any, sql: str, bindings: Any) -> bool:
@@ -76,6 +76,7 @@ CALLS: dict[str, Callable[[eventckpt.Store], Any]] = {
     "history dict": lambda s: s.stream("w").history("scratch", since=700),
     "history item": lambda s: s.stream("w").history(("messages", 5, "n")),
     "history fork": lambda s: s.stream("w-fork").history("step"),
+    "history appended item": lambda s: s.stream("w").history(("messages", 700, "n")),
     "diff short": lambda s: s.stream("w").diff(100, 110),
     "diff long": lambda s: s.stream("w").diff(50, 750),
     "diff backwards": lambda s: s.stream("w").diff(700, 90),
@@ -94,7 +95,7 @@ def test_no_full_scans(busy: eventckpt.Store, name: str) -> None:
 
 def test_views_use_the_path_index(busy: eventckpt.Store) -> None:
     """The path_history view with a stream and a path is a path-index search, not a scan."""
-    conn = busy._journal.conn
+    conn = busy.core.backend.journal.conn
     for sql in ("SELECT version, op, value FROM path_history WHERE stream = 'w' AND path = '$.step'",
                 "SELECT version FROM path_history WHERE stream = 'w' AND path >= '$.scratch.' AND path < '$.scratch/'",
                 "SELECT version, name FROM checkpoints WHERE stream = 'w-fork' ORDER BY version DESC LIMIT 5"):

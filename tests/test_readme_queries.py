@@ -55,7 +55,7 @@ def test_python_example_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         checked.append(expr)
 
     exec(compile("\n".join(lines), "README log/history/diff", "exec"), {"_check": check})
-    assert len(checked) == 6
+    assert len(checked) == 7
 
 
 def sqlite_examples() -> list[tuple[str, str]]:

@@ -84,12 +84,12 @@ def test_agentgit_rollback_creates_a_branch(store: eventckpt.Store, tmp_path: Pa
 # -- 002 llmfy: BaseCheckpointer --------------------------------------------------------------------
 
 
-def test_llmfy_checkpointer(db_path: Path) -> None:
+def test_llmfy_checkpointer(store_target: str) -> None:
     """save(checkpoint), load(session_id, checkpoint_id=None) latest/by id, list(session_id, limit=10)
     newest first, delete(session_id, checkpoint_id=None); metadata carries node_name and step."""
 
     async def main() -> None:
-        checkpointer = await aio.open(db_path)
+        checkpointer = await aio.open(store_target)
         saved = []
         for step, node in enumerate(["start", "plan", "act", "reflect"]):
             saved.append(await checkpointer.save("session-1", {"messages": [node] * (step + 1)},
@@ -138,11 +138,11 @@ def test_agent_checkpoint_quick_start() -> None:
     assert new_agent.memory == ["hello", "world"]
 
 
-def test_agent_checkpoint_manager(db_path: Path) -> None:
+def test_agent_checkpoint_manager(store_target: str) -> None:
     """CheckpointManager(backend="memory" | "file") is eventckpt.open(":memory:" | path); save(key, agent)
     / load(key, agent) / list_keys() / history(key, n) are stream(key).save / load_into / streams() /
     list_versions + get."""
-    for target in (":memory:", db_path):
+    for target in (":memory:", store_target):
         with eventckpt.open(target) as manager:
             agent = MyAgent()
             agent.reply("hi")

@@ -7,8 +7,6 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import os
-import shutil
-import tempfile
 from decimal import Decimal
 from typing import Any
 
@@ -21,6 +19,7 @@ import eventckpt
 from eventckpt import SnapshotPolicy
 
 from .conftest import strict_equal
+from .engines import TARGETS
 
 KEYS = st.sampled_from(["a", "b", "msgs", "n", "x.y", "$d", "with space", "k"])
 NESTED_KEYS = st.text(alphabet="ab$.[ \"é", min_size=0, max_size=3)
@@ -95,11 +94,11 @@ def model_apply(state: dict[str, Any], op: str, path: tuple[Any, ...], value: An
 
 class StoreMachine(RuleBasedStateMachine):
     policy: SnapshotPolicy = SnapshotPolicy()
+    engine = "sqlite"
 
     def __init__(self) -> None:
         super().__init__()
-        self.dir = tempfile.mkdtemp(prefix="eventckpt-prop-")
-        self.path = os.path.join(self.dir, "prop.db")
+        self.path = TARGETS.take(self.engine)
         self.store = eventckpt.open(self.path, snapshots=self.policy)
         self.model: dict[str, list[dict[str, Any]]] = {"s0": []}
         self.forks = 0
@@ -108,10 +107,14 @@ class StoreMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.store.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        TARGETS.give_back(self.path)
 
     def _name(self, data: st.DataObject) -> str:
         return data.draw(st.sampled_from(sorted(self.model)), label="stream")
+
+    def _head_version(self, name: str) -> int:
+        """The version the stream's head is at (what a tracked state must be based on to be saved)."""
+        return len(self.model[name])
 
     def _head(self, name: str) -> dict[str, Any]:
         states = self.model[name]
@@ -176,7 +179,7 @@ class StoreMachine(RuleBasedStateMachine):
                     tx.truncate(path, value)
                 else:
                     getattr(tx, op)(path, value)
-            tx.usage(output_tokens=1)
+            tx.add_usage(output_tokens=1)
         self.model[name].append(state)
 
     def _draw_op(self, state: dict[str, Any], data: st.DataObject) -> tuple[str, tuple[Any, ...], Any] | None:
@@ -263,7 +266,7 @@ class StoreMachine(RuleBasedStateMachine):
         name = data.draw(st.sampled_from(sorted(self.tracked)), label="tracked")
         state, live = self.tracked[name]
         stream = self.store.stream(name)
-        if state.version != len(self.model[name]):
+        if state.version != self._head_version(name):
             before = stream.version
             with pytest.raises(eventckpt.ConflictError):
                 stream.save(state)
@@ -405,8 +408,23 @@ class NoSharing(StoreMachine):
     policy = SnapshotPolicy(min_tail_bytes=96, event_overhead=16, share_min_bytes=None)
 
 
-_settings = settings(max_examples=int(os.environ.get("EVENTCKPT_PROPERTY_EXAMPLES", "60")), stateful_step_count=25)
-TestEveryVersion = _settings(EveryVersion).TestCase
-TestNever = _settings(Never).TestCase
-TestEager = _settings(Eager).TestCase
-TestNoSharing = _settings(NoSharing).TestCase
+_EXAMPLES = int(os.environ.get("EVENTCKPT_PROPERTY_EXAMPLES", "60"))
+
+
+def _case(machine: type[StoreMachine], examples: int) -> type:
+    case = machine.TestCase
+    case.settings = settings(max_examples=examples, stateful_step_count=25)
+    return case
+
+
+TestEveryVersion = _case(EveryVersion, _EXAMPLES)
+TestNever = _case(Never, _EXAMPLES)
+TestEager = _case(Eager, _EXAMPLES)
+TestNoSharing = _case(NoSharing, _EXAMPLES)
+# The same machines on PostgreSQL (a database of the session's throw-away server per example; fewer
+# examples, since every step round-trips to the server).
+_PG_EXAMPLES = max(10, _EXAMPLES // 2)
+TestEveryVersionPostgres = _case(type("EveryVersionPostgres", (EveryVersion,), {"engine": "postgresql"}), _PG_EXAMPLES)
+TestNeverPostgres = _case(type("NeverPostgres", (Never,), {"engine": "postgresql"}), _PG_EXAMPLES)
+TestEagerPostgres = _case(type("EagerPostgres", (Eager,), {"engine": "postgresql"}), _PG_EXAMPLES)
+TestNoSharingPostgres = _case(type("NoSharingPostgres", (NoSharing,), {"engine": "postgresql"}), _PG_EXAMPLES)

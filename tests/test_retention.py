@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ import pytest
 import eventckpt
 from eventckpt import SnapshotPolicy, ToolRegistry
 
-from .conftest import journal_rows
+from .conftest import RawSQL, journal_rows
 
 SMALL = SnapshotPolicy(min_tail_bytes=2048, event_overhead=16, share_min_bytes=256)
 
@@ -50,9 +52,9 @@ def page_stats(path: Path) -> tuple[int, int]:
         conn.close()
 
 
-def test_prune_keeps_the_last_n(db_path: Path) -> None:
+def test_prune_keeps_the_last_n(store_target: str) -> None:
     """prune(keep_last=N) removes older versions; the kept ones restore exactly, even after reopening."""
-    with eventckpt.open(db_path, snapshots=SMALL) as store:
+    with eventckpt.open(store_target, snapshots=SMALL) as store:
         stream = store.stream("t")
         expected = agent_run(stream, 120)
         result = stream.prune(keep_last=10)
@@ -60,7 +62,7 @@ def test_prune_keeps_the_last_n(db_path: Path) -> None:
         assert stream.list_versions() == list(range(111, 121)) and len(stream) == 10 and stream.version == 120
         assert_exact(stream, expected)
         more = agent_run(stream, 30, start=120)  # writing on after a prune
-    with eventckpt.open(db_path, snapshots=SMALL) as store:
+    with eventckpt.open(store_target, snapshots=SMALL) as store:
         assert_exact(store.stream("t"), {**expected, **more})
 
 
@@ -80,13 +82,13 @@ def test_prune_auto_only_leaves_holes(store: eventckpt.Store) -> None:
         stream.fork(at=2)
 
 
-def test_remaining_events_still_fold(store: eventckpt.Store, db_path: Path) -> None:
+def test_remaining_events_still_fold(store: eventckpt.Store, store_target: str) -> None:
     """After a cut, the first kept version's events rebuild its whole state (invariant 1 holds)."""
     stream = store.stream("t")
     expected = agent_run(stream, 50)
     stream.prune(keep_last=3)
-    conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
-    rows = conn.execute("SELECT op, path FROM events WHERE version = 48 ORDER BY seq").fetchall()
+    with RawSQL(store_target) as raw:
+        rows = raw.execute("SELECT op, path FROM events WHERE version = 48 ORDER BY seq")
     assert sorted(rows) == [("set", "$.messages"), ("set", "$.scratch"), ("set", "$.step")]
     assert stream.state(48) == expected[48]
 
@@ -104,14 +106,12 @@ def test_expire_by_age_and_by_time(store: eventckpt.Store) -> None:
 
 
 def test_remove_one_version(store: eventckpt.Store) -> None:
-    """remove(v) drops one version; its neighbours restore; the head cannot be removed."""
+    """remove(v) drops one version; its neighbours restore; a removed version cannot be removed again."""
     stream = store.stream("t")
     expected = agent_run(stream, 8)
     assert stream.remove(4).removed == (4,)
     assert stream.list_versions() == [1, 2, 3, 5, 6, 7, 8]
     assert_exact(stream, expected)
-    with pytest.raises(eventckpt.VersionInUseError, match="head"):
-        stream.remove(8)
     with pytest.raises(eventckpt.VersionNotFoundError):
         stream.remove(4)
 
@@ -154,34 +154,36 @@ def test_pruning_a_fork_touches_only_its_own_versions(store: eventckpt.Store) ->
 
 
 def test_space_is_reclaimed(db_path: Path) -> None:
-    """Pruning a long history frees pages and gives them back: the file shrinks."""
-    with eventckpt.open(db_path) as store:
+    """Pruning a long history frees pages and gives them back: the file shrinks (SQLite: incremental
+    vacuum; PostgreSQL's autovacuum does this on its own schedule)."""
+    store_target = db_path
+    with eventckpt.open(store_target) as store:
         stream = store.stream("t")
         for i in range(400):
             stream.save({"step": i, "blob": f"{i}" + "z" * 4000})
-        pages_before, _ = page_stats(db_path)
+        pages_before, _ = page_stats(store_target)
         stream.prune(keep_last=5)
-        pages_after, free_after = page_stats(db_path)
+        pages_after, free_after = page_stats(store_target)
         assert pages_after < pages_before / 10 and free_after == 0
-    size = db_path.stat().st_size
-    with eventckpt.open(db_path) as store:
+    size = store_target.stat().st_size
+    with eventckpt.open(store_target) as store:
         assert store.stream("t").state() == {"step": 399, "blob": "399" + "z" * 4000}
     assert size < 200_000
 
 
-def test_stale_cache_in_another_connection(db_path: Path) -> None:
+def test_stale_cache_in_another_connection(store_target: str) -> None:
     """A connection whose cached head predates a prune elsewhere writes correct snapshots afterwards."""
-    with eventckpt.open(db_path, snapshots=SMALL) as a, eventckpt.open(db_path, snapshots=SMALL) as b:
+    with eventckpt.open(store_target, snapshots=SMALL) as a, eventckpt.open(store_target, snapshots=SMALL) as b:
         with a.stream("t").transaction() as tx:  # a big key that never changes: snapshots share it by base
             tx.set("config", {"prompt": "p" * 1000})
             tx.set("scratch", {})
         expected = {1: a.stream("t").state(1), **agent_run(a.stream("t"), 60)}
         b.stream("t").prune(keep_last=3)  # removes the snapshot a's cached tracker names as config's base
         expected.update(agent_run(a.stream("t"), 60, start=60))
-    with eventckpt.open(db_path) as fresh:
+    with eventckpt.open(store_target) as fresh:
         assert_exact(fresh.stream("t"), expected)
-        conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
-        assert conn.execute("SELECT count(*) FROM snapshots WHERE version > 60").fetchall()[0][0] > 0
+        with RawSQL(store_target) as raw:
+            assert raw.one("SELECT count(*) FROM snapshots WHERE version > 60") > 0
 
 
 def test_pruned_tool_calls_move_to_the_next_kept_version(store: eventckpt.Store, tmp_path: Path) -> None:
@@ -210,15 +212,126 @@ def test_checkpoint_ids_of_removed_versions_are_gone(store: eventckpt.Store) -> 
     assert stream.find("cp-0") is None and stream.find("cp-4").version == 5
 
 
-def test_bad_arguments_change_nothing(store: eventckpt.Store, db_path: Path) -> None:
+def test_bad_arguments_change_nothing(store: eventckpt.Store, store_target: str) -> None:
     """Invalid retention arguments raise InvalidArgumentError before anything is written."""
     stream = store.stream("t")
     agent_run(stream, 5)
-    before = journal_rows(db_path)
+    before = journal_rows(store_target)
     for call in (lambda: stream.prune(0), lambda: stream.prune(2, auto_only="yes"),
                  lambda: stream.expire(dt.timedelta(days=-1)), lambda: stream.expire(dt.datetime(2020, 1, 1)),
                  lambda: stream.expire("old"), lambda: stream.remove("3")):
         with pytest.raises(eventckpt.InvalidArgumentError):
             call()
-    assert journal_rows(db_path) == before
-    assert store.stream("empty").prune(1).removed == ()
+    assert journal_rows(store_target) == before
+    with pytest.raises(eventckpt.StreamNotFoundError):
+        store.stream("empty").prune(1)
+
+
+# -- removing the head ---------------------------------------------------------------------------------
+
+
+def test_removing_the_head_moves_it_back(store_target: str) -> None:
+    """remove(head) deletes the newest version: the head is the version before, with its exact state; the
+    next save is numbered above the removed one (a number never names two states), even after reopening;
+    the removed version's checkpoint id and tool calls go with it, and the file verifies."""
+    with eventckpt.open(store_target, snapshots=SnapshotPolicy.every_version()) as store:
+        stream = store.stream("t")
+        expected = agent_run(stream, 6)
+        stream.save({**expected[6], "step": 99}, checkpoint_id="seven")
+        assert stream.remove(7) == eventckpt.Pruned((7,), ())
+        assert stream.version == 6 and stream.latest.version == 6 and stream.state() == expected[6]
+        assert stream.find("seven") is None and stream.list_versions() == list(range(1, 7))
+        with pytest.raises(eventckpt.VersionNotFoundError):
+            stream.get(7)
+        assert stream.remove(6).removed == (6,) and stream.version == 5
+    with eventckpt.open(store_target) as store:
+        stream = store.stream("t")
+        cp = stream.save({"after": True}, expected_version=5)
+        assert cp.version == 8 and stream.list_versions() == [1, 2, 3, 4, 5, 8]
+        assert stream.state(5) == expected[5] and stream.state(8) == {"after": True}
+        assert store.verify().ok
+        with eventckpt.open(store_target) as other:  # another store's cached view agrees
+            assert other.stream("t").get(8).values == {"after": True}
+
+
+def test_removing_the_only_version_leaves_an_empty_stream(store: eventckpt.Store) -> None:
+    """Removing a stream's only version leaves it existing and empty (version 0, latest None); its next
+    version is 2."""
+    stream = store.stream("t")
+    stream.save({"a": 1})
+    stream.remove(1)
+    assert stream.exists() and stream.version == 0 and stream.latest is None and len(stream) == 0
+    assert stream.save({"a": 2}).version == 2 and stream.list_versions() == [2]
+    assert store.verify().ok
+
+
+def test_a_head_forks_branch_from_stays(store: eventckpt.Store, store_target: str) -> None:
+    """The head cannot be removed while a fork branches from it (VersionInUseError, nothing written); a
+    fork from an earlier version does not stop it, and keeps restoring; a fork's own head can be removed,
+    but not the version it shares with its parent."""
+    main = store.stream("main")
+    expected = agent_run(main, 5)
+    fork = main.fork(task_id="at-head")
+    before = journal_rows(store_target)
+    with pytest.raises(eventckpt.VersionInUseError, match="at-head"):
+        main.remove(5)
+    assert journal_rows(store_target) == before
+    store.delete_stream("at-head")
+    early = main.fork(at=3, task_id="early")
+    early.save({"mine": 1})
+    assert main.remove(5).removed == (5,) and main.version == 4
+    assert early.state(3) == expected[3] and early.state() == {"mine": 1}
+    assert early.remove(4).removed == (4,) and early.version == 3
+    with pytest.raises(eventckpt.VersionInUseError, match="forked from"):
+        early.remove(3)
+    assert early.save({"again": 1}).version == 5 and store.verify().ok
+    del fork
+
+
+def test_export_and_import_keep_the_removed_number(tmp_path: Path) -> None:
+    """An exported stream whose head was removed imports with the removed number, so the copy's next
+    version is numbered above it too; a stream left without versions is imported as such."""
+    with eventckpt.open(tmp_path / "a.db") as src, eventckpt.open(tmp_path / "b.db") as dst:
+        stream = src.stream("t")
+        agent_run(stream, 4)
+        stream.remove(4)
+        empty = src.stream("e")
+        empty.save({"x": 1})
+        empty.remove(1)
+        assert dst.import_lines(src.export("t")) == ["t"] and dst.import_lines(src.export("e")) == ["e"]
+        assert dst.stream("t").list_versions() == [1, 2, 3] and dst.stream("t").save({"n": 1}).version == 5
+        assert dst.stream("e").exists() and dst.stream("e").version == 0 and dst.stream("e").save({"y": 1}).version == 2
+        assert dst.verify().ok
+
+
+WRITER = """
+import sys
+import eventckpt
+with eventckpt.open(sys.argv[1]) as store:
+    stream = store.stream("t")
+    stream.save({"n": stream.state()["n"] + 1})          # caches the head it wrote
+    print(stream.version, flush=True)
+    sys.stdin.readline()                                 # meanwhile another process removes that head
+    cp = stream.save({**stream.state(), "after": True})
+    print(cp.version, stream.state(cp.version), flush=True)
+"""
+
+
+def test_another_process_sees_the_head_move_back(store_target: str) -> None:
+    """A process that cached the head another process then removes builds its next version on the version
+    before, numbered above the removed one."""
+    with eventckpt.open(store_target) as store:
+        for n in range(3):
+            store.stream("t").save({"n": n})
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store_target)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "4"
+        with eventckpt.open(store_target) as store:
+            assert store.stream("t").remove(4).removed == (4,)
+        out, _ = writer.communicate("go\n", timeout=60)
+    finally:
+        writer.kill()
+    assert out.strip() == "5 {'n': 2, 'after': True}"
+    with eventckpt.open(store_target) as store:
+        assert store.stream("t").list_versions() == [1, 2, 3, 5] and store.verify().ok

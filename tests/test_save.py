@@ -9,16 +9,16 @@ import apsw
 import pytest
 
 import eventckpt
+
+from .conftest import RawSQL
 from eventckpt import Checkpoint
 
 
-def events_of(path: Path, version: int, stream: str = "task-1") -> list[tuple[str, str, str | None]]:
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    return conn.execute(
-        "SELECT op, path, value FROM events JOIN streams ON streams.id = events.stream_id"
-        " WHERE streams.name = ? AND version = ? ORDER BY seq",
-        (stream, version),
-    ).fetchall()
+def events_of(path: Path | str, version: int, stream: str = "task-1") -> list[tuple[str, str, str | None]]:
+    with RawSQL(path) as raw:
+        sid = "streams.id" if raw.kind == "sqlite" else "streams.stream_id"
+        return raw.execute(f"SELECT op, path, value FROM events JOIN streams ON {sid} = events.stream_id"
+                           " WHERE streams.name = ? AND version = ? ORDER BY seq", (stream, version))
 
 
 def test_orbiter_reference_example(store: eventckpt.Store) -> None:
@@ -45,12 +45,13 @@ def test_orbiter_reference_example(store: eventckpt.Store) -> None:
 
 
 def test_empty_stream(store: eventckpt.Store) -> None:
-    """A stream nobody saved to has version 0, no latest, no versions, and an empty state."""
+    """A stream nobody saved to does not exist: its version is 0 (what a first save builds on) and every
+    read raises StreamNotFoundError; nothing is created."""
     task = store.stream("nothing")
-    assert task.version == 0 and task.latest is None and len(task) == 0
-    assert task.list_versions() == [] and task.state() == {}
-    with pytest.raises(eventckpt.VersionNotFoundError):
-        task.get(1)
+    assert task.version == 0 and not task.exists()
+    for read in (lambda: task.latest, lambda: len(task), task.list_versions, task.state, lambda: task.get(1)):
+        with pytest.raises(eventckpt.StreamNotFoundError):
+            read()
     assert store.streams() == []
 
 
@@ -60,7 +61,7 @@ def test_empty_task_id_refused(store: eventckpt.Store) -> None:
         store.stream("")
 
 
-def test_unchanged_keys_cost_nothing(store: eventckpt.Store, db_path: Path) -> None:
+def test_unchanged_keys_cost_nothing(store: eventckpt.Store, store_target: str) -> None:
     """Saving a state with one changed key writes one event; a save with no change writes none."""
     task = store.stream("task-1")
     state = {"big": "x" * 10_000, "n": 1}
@@ -68,12 +69,12 @@ def test_unchanged_keys_cost_nothing(store: eventckpt.Store, db_path: Path) -> N
     state["n"] = 2
     task.save(state)
     task.save(state)
-    assert events_of(db_path, 2) == [("set", "$.n", "2")]
-    assert events_of(db_path, 3) == []
+    assert events_of(store_target, 2) == [("set", "$.n", "2")]
+    assert events_of(store_target, 3) == []
     assert task.version == 3 and task.state(3) == state
 
 
-def test_growing_list_becomes_appends(store: eventckpt.Store, db_path: Path) -> None:
+def test_growing_list_becomes_appends(store: eventckpt.Store, store_target: str) -> None:
     """A list that grew at its end is stored as append (one item) or extend (several), not rewritten."""
     task = store.stream("task-1")
     state = {"messages": [{"role": "user", "content": "hi"}]}
@@ -82,27 +83,27 @@ def test_growing_list_becomes_appends(store: eventckpt.Store, db_path: Path) -> 
     task.save(state)
     state["messages"] += [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
     task.save(state)
-    assert events_of(db_path, 2) == [("append", "$.messages", '{"role":"assistant","content":"hello"}')]
-    assert events_of(db_path, 3)[0][:2] == ("extend", "$.messages")
+    assert events_of(store_target, 2) == [("append", "$.messages", '{"role":"assistant","content":"hello"}')]
+    assert events_of(store_target, 3)[0][:2] == ("extend", "$.messages")
     assert task.state() == state
 
 
-def test_shrinking_and_edited_lists(store: eventckpt.Store, db_path: Path) -> None:
+def test_shrinking_and_edited_lists(store: eventckpt.Store, store_target: str) -> None:
     """A list cut at its end becomes one truncate; an edited item becomes an event at that item's path."""
     task = store.stream("task-1")
     task.save({"m": [{"t": "a"}, {"t": "b"}, {"t": "c"}]})
     task.save({"m": [{"t": "a"}]})
     task.save({"m": [{"t": "z"}]})
-    assert events_of(db_path, 2) == [("truncate", "$.m", "1")]
-    assert events_of(db_path, 3) == [("set", "$.m[0].t", '"z"')]
+    assert events_of(store_target, 2) == [("truncate", "$.m", "1")]
+    assert events_of(store_target, 3) == [("set", "$.m[0].t", '"z"')]
 
 
-def test_sliding_window_drops_from_front(store: eventckpt.Store, db_path: Path) -> None:
+def test_sliding_window_drops_from_front(store: eventckpt.Store, store_target: str) -> None:
     """Keeping the last N items (drop one at the front, add one at the end) costs two events."""
     task = store.stream("task-1")
     task.save({"window": list(range(10))})
     task.save({"window": list(range(1, 11))})
-    assert [(op, p) for op, p, _ in events_of(db_path, 2)] == [("delete", "$.window[0]"), ("append", "$.window")]
+    assert [(op, p) for op, p, _ in events_of(store_target, 2)] == [("delete", "$.window[0]"), ("append", "$.window")]
     assert task.state() == {"window": list(range(1, 11))}
 
 
@@ -197,11 +198,13 @@ def test_get_missing_versions(store: eventckpt.Store) -> None:
         task.get("1")  # type: ignore[arg-type]
 
 
-def test_state_of_version_zero_is_empty(store: eventckpt.Store) -> None:
-    """state(0) is the empty state before the first version."""
+def test_state_of_version_zero_is_refused(store: eventckpt.Store) -> None:
+    """Version 0 names no checkpoint: state(0) raises VersionNotFoundError, as get(0) does."""
     task = store.stream("task-1")
     task.save({"a": 1})
-    assert task.state(0) == {}
+    for read in (task.state, task.get):
+        with pytest.raises(eventckpt.VersionNotFoundError):
+            read(0)
 
 
 def test_values_load_lazily_but_are_stable(store: eventckpt.Store) -> None:

@@ -9,6 +9,8 @@ import pytest
 
 import eventckpt
 
+from .conftest import RawSQL
+
 
 def fill(store: eventckpt.Store) -> None:
     for name in ("a", "b", "c"):
@@ -50,14 +52,14 @@ def test_injection_is_data(store: eventckpt.Store) -> None:
     assert len(store.search()) == 16
 
 
-def test_deleted_streams_leave_no_index_rows(store: eventckpt.Store, db_path: Path) -> None:
+def test_deleted_streams_leave_no_index_rows(store: eventckpt.Store, store_target: str) -> None:
     """Deleting a stream removes its metadata index rows with its versions (triggers keep them in step)."""
     fill(store)
     store.delete_stream("a", forks=True)
     assert {cp.task_id for cp in store.search(metadata={"node": "agent"})} == {"b", "c"}
-    conn = apsw.Connection(str(db_path))
-    stray = conn.execute("SELECT count(*) FROM metadata_index WHERE stream_id NOT IN (SELECT id FROM streams)")
-    assert stray.fetchall()[0][0] == 0
+    with RawSQL(store_target) as raw:
+        sid = "id" if raw.kind == "sqlite" else "stream_id"
+        assert raw.one(f"SELECT count(*) FROM metadata_index WHERE stream_id NOT IN (SELECT {sid} FROM streams)") == 0
 
 
 @pytest.mark.parametrize("kwargs", [{"name": 1}, {"metadata": "node"}, {"limit": -2}])

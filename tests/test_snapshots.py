@@ -9,13 +9,15 @@ import orjson
 import pytest
 
 import eventckpt
+
+from .conftest import RawSQL
 from eventckpt import SnapshotPolicy
 
 
 def table_stats(path: Path) -> dict[str, int]:
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    snaps, snap_bytes = conn.execute("SELECT count(*), coalesce(sum(length(state) + length(manifest)), 0) FROM snapshots").fetchall()[0]
-    events, event_bytes = conn.execute("SELECT count(*), coalesce(sum(length(coalesce(value, ''))), 0) FROM events").fetchall()[0]
+    with RawSQL(path) as raw:
+        snaps, snap_bytes = raw.execute("SELECT count(*), coalesce(sum(length(state) + length(manifest)), 0) FROM snapshots")[0]
+        events, event_bytes = raw.execute("SELECT count(*), coalesce(sum(length(coalesce(value, ''))), 0) FROM events")[0]
     return {"snapshots": snaps, "snapshot_bytes": snap_bytes, "events": events, "event_bytes": event_bytes}
 
 
@@ -27,15 +29,15 @@ def conversation(store: eventckpt.Store, steps: int) -> eventckpt.CheckpointStor
             tx.append("messages", {"role": "user", "content": f"message {i} " + "x" * 380})
             tx.set("step", i)
             tx.set(("scratch", f"k{i % 20}"), f"value {i}")
-            tx.usage(input_tokens=120, output_tokens=40)
+            tx.add_usage(input_tokens=120, output_tokens=40)
     return task
 
 
-def test_every_version_and_never(tmp_path: Path) -> None:
+def test_every_version_and_never(named: dict[str, str]) -> None:
     """every_version() writes one snapshot per version; never() writes none; both restore the same."""
     states = {}
     for name, policy in (("every", SnapshotPolicy.every_version()), ("never", SnapshotPolicy.never())):
-        path = tmp_path / f"{name}.db"
+        path = named[f"{name}.db"]
         with eventckpt.open(path, snapshots=policy) as store:
             task = conversation(store, 30)
             states[name] = [task.state(v) for v in range(1, 32)]
@@ -44,27 +46,27 @@ def test_every_version_and_never(tmp_path: Path) -> None:
     assert states["every"] == states["never"]
 
 
-def test_growing_list_is_never_copied_into_snapshots(tmp_path: Path) -> None:
+def test_growing_list_is_never_copied_into_snapshots(named: dict[str, str]) -> None:
     """A conversation's message list is shared by reference: snapshots stay small however long it grows."""
-    path = tmp_path / "c.db"
+    path = named["c.db"]
     with eventckpt.open(path, snapshots=SnapshotPolicy(min_tail_bytes=4096)) as store:
         task = conversation(store, 600)
         assert task.state(601)["step"] == 600 and len(task.state(601)["messages"]) == 600
     stats = table_stats(path)
     assert stats["snapshots"] >= 10
     assert stats["snapshot_bytes"] < 0.1 * stats["event_bytes"]
-    conn = apsw.Connection(str(path))
-    rows = conn.execute("SELECT version, state, manifest FROM snapshots ORDER BY version").fetchall()
+    with RawSQL(path) as raw:
+        rows = raw.execute("SELECT version, state, manifest FROM snapshots ORDER BY version")
     written = [v for v, state, _ in rows if "messages" in orjson.loads(state)]
     assert len(written) <= 1  # written once while still small, then only referenced
     version, state, manifest = rows[-1]
     assert orjson.loads(manifest)["messages"][0] != version
 
 
-def test_snapshot_bytes_linear_for_a_growing_dict(tmp_path: Path) -> None:
+def test_snapshot_bytes_linear_for_a_growing_dict(named: dict[str, str]) -> None:
     """Even a state written in full (a dict that grows every step) keeps snapshot bytes within a constant
     factor of event bytes: each snapshot is paid for by at least tail_ratio times its size in events."""
-    path = tmp_path / "d.db"
+    path = named["d.db"]
     policy = SnapshotPolicy(min_tail_bytes=512, tail_ratio=1.0, event_overhead=64)
     with eventckpt.open(path, snapshots=policy) as store:
         task = store.stream("t")
@@ -77,14 +79,14 @@ def test_snapshot_bytes_linear_for_a_growing_dict(tmp_path: Path) -> None:
     assert stats["snapshot_bytes"] <= (1 + 1 / policy.tail_ratio) * cost
 
 
-def test_restore_tail_is_bounded(tmp_path: Path) -> None:
+def test_restore_tail_is_bounded(named: dict[str, str]) -> None:
     """Between any version and its nearest snapshot lie at most max(min_tail, ratio*snapshot) of event cost
     (plus one version), so a restore never replays the whole history."""
-    path = tmp_path / "b.db"
+    path = named["b.db"]
     policy = SnapshotPolicy(min_tail_bytes=2048, event_overhead=64)
     with eventckpt.open(path, snapshots=policy) as store:
         conversation(store, 300)
-    conn = apsw.Connection(str(path))
+    conn = RawSQL(path)
     snaps = [r[0] for r in conn.execute("SELECT version FROM snapshots ORDER BY version")]
     literal = dict(conn.execute("SELECT version, length(state) FROM snapshots"))
     for version in range(1, 302):
@@ -93,15 +95,15 @@ def test_restore_tail_is_bounded(tmp_path: Path) -> None:
             "SELECT coalesce(sum(length(coalesce(value, '')) + 64), 0) FROM events WHERE version > ? AND version <= ?"
             " AND path != '$.messages'",
             (base, version),
-        ).fetchall()[0][0]
+        )[0][0]
         limit = max(policy.min_tail_bytes, policy.tail_ratio * literal.get(base, 0))
         assert tail <= limit + 1024, (version, base, tail)
 
 
-def test_truncated_shared_list_is_rewritten_then_shared_again(tmp_path: Path) -> None:
+def test_truncated_shared_list_is_rewritten_then_shared_again(named: dict[str, str]) -> None:
     """A rollback that cuts a shared list makes the next snapshot write it once; later appends are shared
     again from that snapshot."""
-    path = tmp_path / "r.db"
+    path = named["r.db"]
     with eventckpt.open(path, snapshots=SnapshotPolicy(min_tail_bytes=1024)) as store:
         task = conversation(store, 100)
         task.rollback(51)  # version 51 holds 50 messages
@@ -111,8 +113,8 @@ def test_truncated_shared_list_is_rewritten_then_shared_again(tmp_path: Path) ->
                 tx.set("step", 1000 + i)
         expected = task.state()
         assert len(expected["messages"]) == 50 + 200
-    conn = apsw.Connection(str(path))
-    bases = [orjson.loads(m)["messages"][0] for (m,) in conn.execute("SELECT manifest FROM snapshots ORDER BY version")]
+    with RawSQL(path) as raw:
+        bases = [orjson.loads(m)["messages"][0] for (m,) in raw.execute("SELECT manifest FROM snapshots ORDER BY version")]
     assert len(set(bases)) == 2  # the small list written once, then once more after the cut
     with eventckpt.open(path) as store:
         assert store.stream("conv").state() == expected
@@ -125,13 +127,12 @@ def test_policy_validation(bad: dict) -> None:
         SnapshotPolicy(**bad)
 
 
-def test_snapshot_written_in_the_versions_transaction(tmp_path: Path) -> None:
+def test_snapshot_written_in_the_versions_transaction(named: dict[str, str]) -> None:
     """Every snapshot belongs to an existing version (same transaction, foreign key)."""
-    path = tmp_path / "s.db"
+    path = named["s.db"]
     with eventckpt.open(path, snapshots=SnapshotPolicy.every_version()) as store:
         conversation(store, 10)
-    conn = apsw.Connection(str(path))
-    orphans = conn.execute(
-        "SELECT count(*) FROM snapshots s LEFT JOIN versions v USING (stream_id, version) WHERE v.version IS NULL"
-    ).fetchall()[0][0]
+    with RawSQL(path) as raw:
+        orphans = raw.one("SELECT count(*) FROM snapshots s LEFT JOIN versions v USING (stream_id, version)"
+                          " WHERE v.version IS NULL")
     assert orphans == 0

@@ -11,7 +11,7 @@ import pytest
 import eventckpt
 from eventckpt import ToolCall, ToolRegistry
 
-from .conftest import journal_rows
+from .conftest import RawSQL, journal_rows
 
 
 def files_registry(root: Path, log: list[str]) -> ToolRegistry:
@@ -61,11 +61,11 @@ def test_transaction_records_calls(store: eventckpt.Store) -> None:
     assert got.call_id == "call_abc" and got.result == {"hits": 3} and got.version == 1
 
 
-def test_bad_calls_write_nothing(store: eventckpt.Store, db_path: Path) -> None:
+def test_bad_calls_write_nothing(store: eventckpt.Store, store_target: str) -> None:
     """An invalid or unstorable tool call raises a typed error and writes no version."""
     stream = store.stream("agent")
     stream.save({"x": 1})
-    before = journal_rows(db_path)
+    before = journal_rows(store_target)
     for calls in ([ToolCall("", {})], [ToolCall("t", {"f": object()})], ["not a call"], ToolCall("t"),
                   [ToolCall("t", call_id="same"), ToolCall("t", call_id="same")]):
         with pytest.raises(eventckpt.CheckpointError):
@@ -73,7 +73,7 @@ def test_bad_calls_write_nothing(store: eventckpt.Store, db_path: Path) -> None:
     with pytest.raises(eventckpt.CheckpointError):
         with stream.transaction() as tx:
             tx.tool_call(ToolCall("t", {"bad": {1, object()}}))
-    assert journal_rows(db_path) == before
+    assert journal_rows(store_target) == before
 
 
 def test_undo_runs_reverses_newest_first(store: eventckpt.Store, tmp_path: Path) -> None:
@@ -148,11 +148,12 @@ def test_forks_share_undo_state(store: eventckpt.Store, tmp_path: Path) -> None:
     assert again.undone == [] and log == ["shared.txt"]
 
 
-def test_records_readable_with_sql(store: eventckpt.Store, db_path: Path) -> None:
+def test_records_readable_with_sql(store: eventckpt.Store, store_target: str) -> None:
     """The tool_calls table is plain SQL with JSON arguments and results."""
     store.stream("agent").save({"s": 1}, tool_calls=[ToolCall("search", {"q": "x"}, ["r"])])
-    conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
-    row = conn.execute("SELECT version, name, json_extract(arguments, '$.q'), result FROM tool_calls").fetchall()
+    with RawSQL(store_target) as raw:
+        q = "json_extract(arguments, '$.q')" if raw.kind == "sqlite" else "arguments::json ->> 'q'"
+        row = raw.execute(f"SELECT version, name, {q}, result FROM tool_calls")
     assert row == [(1, "search", "x", '["r"]')]
 
 
@@ -173,9 +174,9 @@ def test_registry_errors() -> None:
     assert "ping" in tools and tools.call("ping", host="h").result == "pong h"
 
 
-def test_deleting_a_stream_deletes_its_calls(store: eventckpt.Store, db_path: Path) -> None:
+def test_deleting_a_stream_deletes_its_calls(store: eventckpt.Store, store_target: str) -> None:
     """Tool calls belong to their versions: deleting the stream (and its forks) removes them too."""
     store.stream("t").save({"a": 1}, tool_calls=[ToolCall("x", {"a": 1}, 2)])
     store.stream("t").fork(task_id="f").save({"a": 2}, tool_calls=[ToolCall("y")])
     assert store.delete_stream("t", forks=True)
-    assert journal_rows(db_path)["tool_calls"] == []
+    assert journal_rows(store_target)["tool_calls"] == []

@@ -12,29 +12,24 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import apsw
 import orjson
 import pytest
 
 import eventckpt
 from eventckpt import TrackedDict, TrackedList, TrackedState
 
-from .conftest import strict_equal
+from .conftest import RawSQL, strict_equal
 
 
-def events_of(path: Path, version: int, stream: str = "t") -> list[tuple[str, str, Any]]:
-    """The (op, path, decoded value) rows stored for one version, read with a separate connection."""
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        rows = conn.execute(
-            "SELECT op, path, value FROM changes WHERE stream = ? AND version = ? ORDER BY seq", (stream, version)
-        ).fetchall()
-    finally:
-        conn.close()
-    return [(op, p, json.loads(v) if v is not None else None) for op, p, v in rows]
+def events_of(target: str, version: int, stream: str = "t") -> list[tuple[str, str, Any]]:
+    """The (op, path, decoded value) rows stored for one version, read beside eventckpt with plain SQL."""
+    with RawSQL(target) as raw:
+        rows = raw.execute("SELECT op, path, value FROM changes WHERE stream = ? AND version = ? ORDER BY seq",
+                           (stream, version))
+        decode = json.loads if raw.kind == "sqlite" else (lambda v: v)  # PostgreSQL's driver decodes jsonb
+    return [(op, p, decode(v) if v is not None else None) for op, p, v in rows]
 
 
 BASE = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
@@ -102,7 +97,7 @@ MUTATIONS: list[tuple[str, Callable[[Any], Any], list[tuple[str, str, Any]]]] = 
 
 
 @pytest.mark.parametrize("mutate, expected", [m[1:] for m in MUTATIONS], ids=[m[0] for m in MUTATIONS])
-def test_every_mutation_kind_is_recorded(store: eventckpt.Store, db_path: Path, mutate: Callable[[Any], Any],
+def test_every_mutation_kind_is_recorded(store: eventckpt.Store, store_target: str, mutate: Callable[[Any], Any],
                                          expected: list[tuple[str, str, Any]]) -> None:
     """Each mutation of a tracked state is stored as exactly the expected events, and the stored state
     equals the live one (the same mutation applied to a plain copy)."""
@@ -114,11 +109,11 @@ def test_every_mutation_kind_is_recorded(store: eventckpt.Store, db_path: Path, 
     mutate(model)
     assert state == model
     stream.save(state)
-    assert events_of(db_path, 2) == expected
+    assert events_of(store_target, 2) == expected
     assert strict_equal(stream.state(), model) and strict_equal(state.plain(), model)
 
 
-def test_checkout_is_plain_data_to_everyone(store: eventckpt.Store, db_path: Path) -> None:
+def test_checkout_is_plain_data_to_everyone(store: eventckpt.Store, store_target: str) -> None:
     """A checkout is a dict of dicts and lists (subclasses), json and orjson write it as plain data,
     and saving it to another stream stores plain data (it is compared there, as any dict)."""
     stream = store.stream("t")
@@ -132,10 +127,10 @@ def test_checkout_is_plain_data_to_everyone(store: eventckpt.Store, db_path: Pat
     other = store.stream("other")
     other.save(state)
     assert strict_equal(other.state(), BASE)
-    assert [op for op, _, _ in events_of(db_path, 1, "other")] == ["set"] * 4
+    assert [op for op, _, _ in events_of(store_target, 1, "other")] == ["set"] * 4
 
 
-def test_copies_of_nodes_are_plain_and_record_nothing(store: eventckpt.Store, db_path: Path) -> None:
+def test_copies_of_nodes_are_plain_and_record_nothing(store: eventckpt.Store, store_target: str) -> None:
     """copy.copy, copy.deepcopy, pickle, dict.copy and slices give plain data: changing them records
     nothing, while changing a node reached through a shallow copy is a change of the state."""
     stream = store.stream("t")
@@ -150,11 +145,11 @@ def test_copies_of_nodes_are_plain_and_record_nothing(store: eventckpt.Store, db
     state_copy = copy.copy(state)
     state_copy["messages"].append("through a shallow copy")
     stream.save(state)
-    assert events_of(db_path, 2) == [("append", "$.messages", "through a shallow copy")]
+    assert events_of(store_target, 2) == [("append", "$.messages", "through a shallow copy")]
     assert stream.state()["scratch"] == BASE["scratch"] and stream.state()["items"] == BASE["items"]
 
 
-def test_unexpressible_changes_in_a_row_are_one_set(store: eventckpt.Store, db_path: Path) -> None:
+def test_unexpressible_changes_in_a_row_are_one_set(store: eventckpt.Store, store_target: str) -> None:
     """Several changes without an exact event inside one container are one set of its final value, and
     changes elsewhere keep their order around it."""
     stream = store.stream("t")
@@ -166,7 +161,7 @@ def test_unexpressible_changes_in_a_row_are_one_set(store: eventckpt.Store, db_p
     state["step"] = 2
     state["items"].append("z")
     stream.save(state)
-    assert events_of(db_path, 2) == [("set", "$.items", ["a", "b", 3, 2, 1, 0]), ("set", "$.step", 2),
+    assert events_of(store_target, 2) == [("set", "$.items", ["a", "b", 3, 2, 1, 0]), ("set", "$.step", 2),
                                      ("append", "$.items", "z")]
     assert stream.state() == state
 
@@ -177,11 +172,11 @@ class Box:
     tags: list[str]
 
 
-def test_changes_inside_untrackable_values_fall_back_to_a_whole_set(db_path: Path) -> None:
+def test_changes_inside_untrackable_values_fall_back_to_a_whole_set(store_target: str) -> None:
     """In-place changes of values that cannot report them (a set, a bytearray, a dataclass instance, a list
     inside a tuple) are found at the save and stored as a set of that whole value; unchanged ones cost
     nothing."""
-    with eventckpt.open(db_path, types=[Box]) as store:
+    with eventckpt.open(store_target, types=[Box]) as store:
         stream = store.stream("t")
         stream.save({"tags": {1, 2}, "raw": bytearray(b"ab"), "box": Box(1, ["x"]), "pair": (1, [2]),
                      "same": {"s": {9}}})
@@ -191,18 +186,18 @@ def test_changes_inside_untrackable_values_fall_back_to_a_whole_set(db_path: Pat
         state["box"].tags.append("y")
         state["pair"][1].append(3)
         stream.save(state)
-        stored = dict((p, v) for _, p, v in events_of(db_path, 2))
+        stored = dict((p, v) for _, p, v in events_of(store_target, 2))
         assert sorted(stored) == ["$.box", "$.pair", "$.raw", "$.tags"]
         assert stream.state() == {"tags": {1, 2, 3}, "raw": bytearray(b"abc"), "box": Box(1, ["x", "y"]),
                                   "pair": (1, [2, 3]), "same": {"s": {9}}}
         state["box"].n = 2  # the next save compares with what the last one stored
         stream.save(state)
-        assert [p for _, p, _ in events_of(db_path, 3)] == ["$.box"]
+        assert [p for _, p, _ in events_of(store_target, 3)] == ["$.box"]
         stream.save(state)
-        assert events_of(db_path, 4) == []
+        assert events_of(store_target, 4) == []
 
 
-def test_dicts_whose_keys_are_not_paths_are_set_whole(store: eventckpt.Store, db_path: Path) -> None:
+def test_dicts_whose_keys_are_not_paths_are_set_whole(store: eventckpt.Store, store_target: str) -> None:
     """A change inside a dict with a key that cannot be a path (not a str, or starting with "$") is a set of
     that whole dict, as save() stores it; a dict that gains such a key is set whole too."""
     stream = store.stream("t")
@@ -211,15 +206,15 @@ def test_dicts_whose_keys_are_not_paths_are_set_whole(store: eventckpt.Store, db
     state["by_id"][1]["n"].append(2)
     state["plain"]["$ref"] = 1
     stream.save(state)
-    assert [(op, p) for op, p, _ in events_of(db_path, 2)] == [("set", "$.by_id"), ("set", "$.plain")]
+    assert [(op, p) for op, p, _ in events_of(store_target, 2)] == [("set", "$.by_id"), ("set", "$.plain")]
     assert strict_equal(stream.state(), {"by_id": {1: {"n": [1, 2]}}, "plain": {"a": 1, "$ref": 1}})
     del state["plain"]["$ref"]
     state["plain"]["b"] = 2
     stream.save(state)
-    assert events_of(db_path, 3) == [("set", "$.plain", {"a": 1, "b": 2})]
+    assert events_of(store_target, 3) == [("set", "$.plain", {"a": 1, "b": 2})]
 
 
-def test_the_next_save_commits_only_the_new_changes(store: eventckpt.Store, db_path: Path) -> None:
+def test_the_next_save_commits_only_the_new_changes(store: eventckpt.Store, store_target: str) -> None:
     """After a save, the same tracked object keeps tracking: the next version holds only what changed since."""
     stream = store.stream("t")
     state = stream.checkout()
@@ -231,10 +226,10 @@ def test_the_next_save_commits_only_the_new_changes(store: eventckpt.Store, db_p
         state["step"] = i
         stream.save(state, {"input_tokens": 10 * (i + 1)})
     assert state.version == 4
-    assert events_of(db_path, 4) == [("append", "$.messages", {"i": 2}), ("set", "$.step", 2)]
+    assert events_of(store_target, 4) == [("append", "$.messages", {"i": 2}), ("set", "$.step", 2)]
     assert stream.state() == state and stream.get(4).token_usage == {"input_tokens": 30}
     stream.save(state)
-    assert events_of(db_path, 5) == [] and stream.get(5).token_usage == {"input_tokens": 30}
+    assert events_of(store_target, 5) == [] and stream.get(5).token_usage == {"input_tokens": 30}
 
 
 def test_save_options_mean_the_same_for_tracked_states(store: eventckpt.Store) -> None:
@@ -276,9 +271,9 @@ def test_a_stale_tracked_state_is_refused(store: eventckpt.Store) -> None:
         stream.save({"n": 0, "log": []})
 
 
-def test_a_write_from_another_process_makes_the_tracked_state_stale(db_path: Path) -> None:
+def test_a_write_from_another_process_makes_the_tracked_state_stale(store_target: str) -> None:
     """A version committed by another process is caught at save (the cached head is not trusted blindly)."""
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         stream = store.stream("t")
         stream.save({"log": []})
         state = stream.checkout()
@@ -289,7 +284,7 @@ def test_a_write_from_another_process_makes_the_tracked_state_stale(db_path: Pat
                 with store.stream("t").transaction() as tx:
                     tx.append("log", "there")
         """)
-        done = subprocess.run([sys.executable, "-c", child, str(db_path)], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([sys.executable, "-c", child, store_target], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         with pytest.raises(eventckpt.ConflictError):
             stream.save(state)
@@ -363,7 +358,7 @@ def test_bad_values_and_keys_fail_at_the_mutation(store: eventckpt.Store) -> Non
     assert stream.get(2).values == {"log": [1], "d": {}} and len(stream) == 2
 
 
-def test_values_put_in_are_copied(store: eventckpt.Store, db_path: Path) -> None:
+def test_values_put_in_are_copied(store: eventckpt.Store, store_target: str) -> None:
     """Aliasing, the caller's side: a dict or list put into the state is copied, so changing the caller's
     object afterwards changes neither the state nor what is saved, and one object put at two places
     becomes two independent values."""
@@ -379,10 +374,10 @@ def test_values_put_in_are_copied(store: eventckpt.Store, db_path: Path) -> None
     state["x"]["tags"].append("x only")
     stream.save(state)
     assert stream.state() == {"x": {"tags": ["a", "x only"]}, "y": {"tags": ["a"]}}
-    assert events_of(db_path, 2)[-1] == ("append", "$.x.tags", "x only")
+    assert events_of(store_target, 2)[-1] == ("append", "$.x.tags", "x only")
 
 
-def test_nodes_taken_out_or_aliased(store: eventckpt.Store, db_path: Path) -> None:
+def test_nodes_taken_out_or_aliased(store: eventckpt.Store, store_target: str) -> None:
     """Aliasing, the state's side: a node held in a variable is the state's node (changing it is recorded
     at its current path, even after items before it were removed); a node that left the state (popped,
     replaced, deleted) is detached, and changing it records nothing; moving a node copies it."""
@@ -398,7 +393,7 @@ def test_nodes_taken_out_or_aliased(store: eventckpt.Store, db_path: Path) -> No
     state["moved"] = state["messages"][0]  # a copy, not the same node
     state["messages"][0]["i"] = 10
     stream.save(state)
-    assert events_of(db_path, 2) == [("delete", "$.messages[0]", None), ("set", "$.messages[1].seen", True),
+    assert events_of(store_target, 2) == [("delete", "$.messages[0]", None), ("set", "$.messages[1].seen", True),
                                      ("set", "$.cfg", {"a": 2}), ("set", "$.moved", {"i": 1}),
                                      ("set", "$.messages[0].i", 10)]
     assert stream.state() == {"messages": [{"i": 10}, {"i": 2, "seen": True}], "cfg": {"a": 2}, "moved": {"i": 1}}
@@ -424,12 +419,12 @@ def test_bypassing_the_methods_is_not_recorded_and_a_plain_save_repairs_it(store
     assert stream.state()["heap"] == [1, 5, 3, 7]
 
 
-def test_checkout_after_reopen_and_of_a_fork(db_path: Path) -> None:
+def test_checkout_after_reopen_and_of_a_fork(store_target: str) -> None:
     """A checkout reads the head from the file when nothing is cached, and a fork's checkout saves to the fork."""
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         store.stream("t").save({"log": ["a"]})
         store.stream("t").save({"log": ["a", "b"]})
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         stream = store.stream("t")
         state = stream.checkout()
         assert state == {"log": ["a", "b"]} and state.version == 2

@@ -23,7 +23,7 @@ def test_operations_commit_as_one_version(store: eventckpt.Store) -> None:
         tx.incr(("scratch", "count"))
         tx.delete("gone")
         tx.truncate("messages", 2)
-        tx.usage(input_tokens=120, output_tokens=40)
+        tx.add_usage(input_tokens=120, output_tokens=40)
     assert tx.checkpoint is not None and tx.checkpoint.version == 2 and task.version == 2
     assert task.state() == {
         "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
@@ -38,23 +38,23 @@ def test_usage_adds_to_previous_counters(store: eventckpt.Store) -> None:
     task = store.stream("t")
     task.save({}, {"input_tokens": 100})
     with task.transaction() as tx:
-        tx.usage(input_tokens=20, output_tokens=5)
+        tx.add_usage(input_tokens=20, output_tokens=5)
     with task.transaction() as tx:
-        tx.usage(input_tokens=1)
+        tx.add_usage(input_tokens=1)
     assert task.latest.token_usage == {"input_tokens": 121, "output_tokens": 5}
 
 
-def test_exception_in_block_writes_nothing(store: eventckpt.Store, db_path: Path) -> None:
+def test_exception_in_block_writes_nothing(store: eventckpt.Store, store_target: str) -> None:
     """An exception inside the block propagates and nothing is committed."""
     task = store.stream("t")
     task.save({"a": 1})
-    before = journal_rows(db_path)
+    before = journal_rows(store_target)
     with pytest.raises(RuntimeError):
         with task.transaction() as tx:
             tx.set("a", 2)
             raise RuntimeError("tool failed")
     assert task.version == 1 and task.state() == {"a": 1}
-    assert journal_rows(db_path) == before
+    assert journal_rows(store_target) == before
 
 
 @pytest.mark.parametrize(
@@ -69,16 +69,16 @@ def test_exception_in_block_writes_nothing(store: eventckpt.Store, db_path: Path
         lambda tx: tx.truncate("s", 0),
     ],
 )
-def test_operations_that_do_not_fit_write_nothing(store: eventckpt.Store, db_path: Path, record) -> None:
+def test_operations_that_do_not_fit_write_nothing(store: eventckpt.Store, store_target: str, record) -> None:
     """An operation that does not fit the head state raises PathError on commit and writes nothing."""
     task = store.stream("t")
     task.save({"a": 1, "s": "x", "l": [1, 2]})
-    before = journal_rows(db_path)
+    before = journal_rows(store_target)
     with pytest.raises(eventckpt.PathError):
         with task.transaction() as tx:
             tx.set("fine", True)
             record(tx)
-    assert journal_rows(db_path) == before
+    assert journal_rows(store_target) == before
     assert task.state() == {"a": 1, "s": "x", "l": [1, 2]}
 
 
@@ -103,7 +103,7 @@ def test_negative_index_is_resolved(store: eventckpt.Store) -> None:
         lambda tx: tx.incr("n", float("nan")),
         lambda tx: tx.extend("m", "abc"),
         lambda tx: tx.truncate("m", -1),
-        lambda tx: tx.usage(tokens="many"),
+        lambda tx: tx.add_usage(tokens="many"),
         lambda tx: tx.set("x", object()),
     ],
 )

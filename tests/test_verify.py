@@ -1,5 +1,5 @@
-"""verify(): the checksum chain, snapshots against a replay of the events, and SQLite's own checks find
-every altered, missing or reordered event, version row and snapshot."""
+"""verify(): the checksum chain, snapshots against a replay of the events, and the engine's own checks find
+every altered, missing or reordered event, version row and snapshot, on each engine."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ import pytest
 import eventckpt
 from eventckpt import SnapshotPolicy
 
+from .conftest import RawSQL
+
 POLICY = SnapshotPolicy(min_tail_bytes=200, event_overhead=16, share_min_bytes=256)
 
 
-def build(path: Path) -> None:
+def build(path: Path | str) -> None:
     """A conversation with snapshots that write keys in full and share others (by an earlier snapshot
     and by the event that created a list), plus a fork and a fork of the fork."""
     with eventckpt.open(path, snapshots=POLICY) as store:
@@ -35,15 +37,28 @@ def build(path: Path) -> None:
         fork.fork(at=20, task_id="deep").save({"step": -1})
 
 
-def tamper(path: Path, *statements: str) -> None:
-    conn = apsw.Connection(str(path))  # a plain connection: no foreign keys, no eventckpt
-    with conn:
+_PG = [  # SQLite's spelling -> PostgreSQL's, for the few tampering statements that differ
+    ("zeroblob(16)", "decode(repeat('00', 16), 'hex')"),
+    ("json_set(state, '$.step', 999)", "jsonb_set(state::jsonb, '{step}', '999')::text"),
+    ("json_set(manifest, '$.messages[0]', json('[3,0]'))", "jsonb_set(manifest::jsonb, '{messages,0}', '[3,0]')::text"),
+    ("INSERT INTO metadata_index VALUES ('node', 'forged', 1, 3)",
+     "INSERT INTO metadata_index VALUES (1, 'node', '\"forged\"', 1, 3)"),
+]
+
+
+def tamper(path: Path | str, *statements: str) -> None:
+    """Run SQL beside eventckpt with the engine's foreign keys off (a tamperer's plain connection)."""
+    with RawSQL(path) as raw:
+        if raw.kind == "postgresql":
+            raw.execute("SET session_replication_role = replica")  # no foreign key triggers
         for sql in statements:
-            conn.execute(sql)
-    conn.close()
+            if raw.kind == "postgresql":
+                for lite, pg in _PG:
+                    sql = sql.replace(lite, pg)
+            raw.execute(sql)
 
 
-def report(path: Path) -> eventckpt.verify.VerifyReport:
+def report(path: Path | str) -> eventckpt.verify.VerifyReport:
     with eventckpt.open(path, snapshots=POLICY) as store:
         return store.verify()
 
@@ -53,9 +68,9 @@ def kinds(result: eventckpt.verify.VerifyReport) -> set[tuple[str, str | None, i
 
 
 @pytest.fixture
-def built(db_path: Path) -> Path:
-    build(db_path)
-    return db_path
+def built(store_target: str) -> str:
+    build(store_target)
+    return store_target
 
 
 def test_intact_store_is_ok(built: Path) -> None:
@@ -64,11 +79,11 @@ def test_intact_store_is_ok(built: Path) -> None:
     assert result.ok and result.problems == ()
     assert (result.streams, result.versions) == (3, 61 + 5 + 1)
     assert result.snapshots >= 3
-    conn = apsw.Connection(str(built))
-    manifests = [orjson.loads(m) for (m,) in conn.execute("SELECT manifest FROM snapshots WHERE stream_id = 1")]
+    with RawSQL(built) as raw:
+        rows = raw.execute("SELECT version, manifest FROM snapshots WHERE stream_id = 1 ORDER BY version")
+    manifests = [orjson.loads(m) for _, m in rows]
     assert any(type(m.get("messages", [0])[0]) is list for m in manifests)  # shared by its creating event
-    assert any(type(m["config"][0]) is int and m["config"][0] != v for m, v in zip(
-        manifests, [v for (v,) in conn.execute("SELECT version FROM snapshots WHERE stream_id = 1")]))  # by a snapshot
+    assert any(type(m["config"][0]) is int and m["config"][0] != v for m, (v, _) in zip(manifests, rows))  # by a snapshot
 
 
 def test_progress_is_reported(built: Path) -> None:
@@ -112,9 +127,9 @@ def test_journal_tampering_is_found(built: Path, name: str) -> None:
     assert not result.ok and found(kinds(result)), result.problems
 
 
-def snapshot_versions(path: Path) -> list[int]:
-    conn = apsw.Connection(str(path))
-    return [v for (v,) in conn.execute("SELECT version FROM snapshots WHERE stream_id = 1 ORDER BY version")]
+def snapshot_versions(path: Path | str) -> list[int]:
+    with RawSQL(path) as raw:
+        return [v for (v,) in raw.execute("SELECT version FROM snapshots WHERE stream_id = 1 ORDER BY version")]
 
 
 def test_snapshot_value_altered(built: Path) -> None:
@@ -127,10 +142,9 @@ def test_snapshot_value_altered(built: Path) -> None:
 
 def test_referenced_snapshot_deleted(built: Path) -> None:
     """Deleting a snapshot a later manifest refers to is reported at the later snapshot."""
-    conn = apsw.Connection(str(built))
-    base = next(m["config"][0] for v, m in ((v, orjson.loads(t)) for v, t in conn.execute(
-        "SELECT version, manifest FROM snapshots WHERE stream_id = 1 ORDER BY version DESC")) if m["config"][0] != v)
-    conn.close()
+    with RawSQL(built) as raw:
+        rows = raw.execute("SELECT version, manifest FROM snapshots WHERE stream_id = 1 ORDER BY version DESC")
+    base = next(m["config"][0] for v, m in ((v, orjson.loads(t)) for v, t in rows) if m["config"][0] != v)
     tamper(built, f"DELETE FROM snapshots WHERE stream_id = 1 AND version = {base}")
     problems = report(built).problems
     assert problems and all(p.kind == "snapshot" and "config" in p.detail for p in problems)
@@ -160,13 +174,15 @@ def test_metadata_index_out_of_step(built: Path) -> None:
     assert [p.kind for p in report(built).problems] == ["file"]
 
 
-def test_damaged_pages_are_reported(built: Path) -> None:
-    """Bytes overwritten inside the events' pages show as problems, never as an exception."""
+def test_damaged_pages_are_reported(db_path: Path) -> None:
+    """Bytes overwritten inside the events' pages of a file show as problems, never as an exception."""
+    build(db_path)
+    built = db_path
     with eventckpt.open(built) as store:
-        store._journal.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        pages = [p for (p,) in store._journal.conn.execute(
+        store.core.backend.journal.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        pages = [p for (p,) in store.core.backend.journal.conn.execute(
             "SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'leaf' ORDER BY pageno")]
-        page_size = store._journal.conn.execute("PRAGMA page_size").fetchall()[0][0]
+        page_size = store.core.backend.journal.conn.execute("PRAGMA page_size").fetchall()[0][0]
     with open(built, "r+b") as f:
         for page in pages[len(pages) // 3 :: 4]:
             f.seek((page - 1) * page_size + 200)
@@ -175,10 +191,10 @@ def test_damaged_pages_are_reported(built: Path) -> None:
     assert not result.ok and any(p.kind == "file" for p in result.problems)
 
 
-def test_deeply_nested_forks(db_path: Path) -> None:
+def test_deeply_nested_forks(store_target: str) -> None:
     """Forks of forks nested deeper than the stack allows verify (no recursion per fork), and damage deep
     in the chain shows at its stream."""
-    with eventckpt.open(db_path) as store:
+    with eventckpt.open(store_target) as store:
         stream = store.stream("s0")
         stream.save({"n": 100})
         for i in range(1, 301):
@@ -190,13 +206,14 @@ def test_deeply_nested_forks(db_path: Path) -> None:
             assert store.verify().ok
         finally:
             sys.setrecursionlimit(limit)
-        owner = store._journal.stream("s299").id
-    tamper(db_path, f"UPDATE events SET value = '999' WHERE stream_id = {owner}")  # same size as 399
-    assert {(p.kind, p.task_id) for p in report(db_path).problems} == {("checksum", "s299")}
+        with store.core.session() as journal:
+            owner = journal.stream("s299").id
+    tamper(store_target, f"UPDATE events SET value = '999' WHERE stream_id = {owner}")  # same size as 399
+    assert {(p.kind, p.task_id) for p in report(store_target).problems} == {("checksum", "s299")}
 
 
-def _retained(db_path: Path) -> eventckpt.Store:
-    store = eventckpt.open(db_path, snapshots=SnapshotPolicy(min_tail_bytes=200))
+def _retained(store_target: str) -> eventckpt.Store:
+    store = eventckpt.open(store_target, snapshots=SnapshotPolicy(min_tail_bytes=200))
     task = store.stream("t")
     for i in range(60):
         with task.transaction(auto=i % 3 != 0) as tx:
@@ -206,9 +223,9 @@ def _retained(db_path: Path) -> eventckpt.Store:
     return store
 
 
-def test_retention_holes_are_not_faults(db_path: Path) -> None:
+def test_retention_holes_are_not_faults(store_target: str) -> None:
     """After prune(auto_only=True), a cut and remove(), the holes retention leaves verify clean."""
-    with _retained(db_path) as store:
+    with _retained(store_target) as store:
         task = store.stream("t")
         task.prune(keep_last=10, auto_only=True)
         assert store.verify().ok, store.verify().problems
@@ -218,17 +235,13 @@ def test_retention_holes_are_not_faults(db_path: Path) -> None:
         assert report.ok, report.problems
 
 
-def test_version_deleted_outside_retention_is_found(db_path: Path) -> None:
+def test_version_deleted_outside_retention_is_found(store_target: str) -> None:
     """A middle version deleted by hand (row, events and all) breaks the chain at the next version."""
-    with _retained(db_path) as store:
+    with _retained(store_target) as store:
         store.stream("t").prune(keep_last=20, auto_only=True)
         victim = store.stream("t").list_versions()[-5]
-    conn = apsw.Connection(str(db_path))
-    with conn:
-        conn.execute("PRAGMA foreign_keys = OFF")
-        for table in ("events", "snapshots", "checkpoint_ids", "versions"):
-            conn.execute(f"DELETE FROM {table} WHERE stream_id = 1 AND version = ?", (victim,))
-    conn.close()
-    with eventckpt.open(db_path) as store:
+    tamper(store_target, *(f"DELETE FROM {table} WHERE stream_id = 1 AND version = {victim}"
+                           for table in ("events", "snapshots", "checkpoint_ids", "versions")))
+    with eventckpt.open(store_target) as store:
         problems = store.verify().problems
     assert any(p.kind == "checksum" and p.version > victim for p in problems), problems

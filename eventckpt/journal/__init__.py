@@ -1,73 +1,50 @@
-"""The journal: the only package that speaks SQL to the engine (with the files in schema/).
+"""The journal: the only package that speaks SQL or imports a database driver.
 
-Every connection is set up the same way (WAL, busy timeout, foreign keys, synchronous by durability);
-the schema is applied by a `user_version` ladder in one transaction; driver errors are translated into
-eventckpt's errors here and nowhere else. Caller strings only ever travel as bound parameters.
+`contract.py` documents what every engine promises (`Journal`, `Backend`); `rows.py` holds the rows they
+exchange with the rest of eventckpt. Engines: `sqlite` (apsw, one file, the embedded default) and
+`postgres` (psycopg 3, shared by many hosts).
 """
 
 from __future__ import annotations
 
-import apsw
+from typing import Any
 
-from .. import errors
-from .engine import APPLICATION_ID, DURABILITY, SCHEMA_VERSION, Engine, identity, schema_files, translate
-from .langgraph import LangGraphRow, LangGraphTables
-from .queries import RESHAPING, Queries
-from .rows import (EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRow, VersionRow, _CheckpointIdTaken,
-                   _VersionTaken, json_list, segments_for)
-from .tables import Tables
+from ..errors import InvalidArgumentError
+from .contract import Backend, Journal
+from .rows import (CheckpointIdTaken, Commit, EventRow, HistoryRewritten, HistoryRow, LangGraphRow, LogRow, MetaFilter,
+                   Segment, StreamKey, StreamRef, StreamRow, VersionRow, VersionTaken, clip, segments_for)
+from .sqlite import APPLICATION_ID, DURABILITY, SCHEMA_VERSION, schema_files
+from .sqlite import connect as connect_sqlite
+
+
+def is_postgres(target: Any) -> bool:
+    """Whether `target` names a PostgreSQL store (a postgresql:// URL, a psycopg connection or pool),
+    decided without importing psycopg for the file paths SQLite users pass."""
+    if isinstance(target, str):
+        return target.startswith(("postgresql://", "postgres://"))
+    return type(target).__module__.split(".")[0] in ("psycopg", "psycopg_pool")
+
+
+def connect(target: Any, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False,
+            vfs: str | None = None, pool_size: int = 10, create: bool = True) -> Backend:
+    """The backend of the store `target` names: a file path (or ":memory:") for SQLite; a
+    postgresql:// URL, a psycopg connection or a psycopg_pool pool for PostgreSQL. Without `create`
+    (always when `readonly`), a store that does not exist yet raises StoreNotFoundError and nothing is
+    created."""
+    if is_postgres(target):
+        if vfs is not None:
+            raise InvalidArgumentError("vfs", vfs, "is an SQLite option; a PostgreSQL store has no VFS")
+        try:
+            from .postgres import connect as connect_postgres
+        except ImportError as exc:
+            raise InvalidArgumentError("target", target, "a PostgreSQL store needs psycopg 3 and psycopg_pool:"
+                                       f" pip install 'eventckpt[postgres]' ({exc})") from None
+        return connect_postgres(target, durability=durability, timeout=timeout, readonly=readonly, pool_size=pool_size,
+                                create=create)
+    return connect_sqlite(target, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs, create=create)
 
 __all__ = [
-    "APPLICATION_ID", "DURABILITY", "RESHAPING", "SCHEMA_VERSION", "Engine", "EventRow", "HistoryRow", "Journal",
-    "LangGraphRow", "LogRow", "MetaFilter", "Segment", "StreamRow", "VersionRow", "_CheckpointIdTaken",
-    "_VersionTaken", "connect", "json_list", "schema_files", "segments_for", "translate",
+    "APPLICATION_ID", "DURABILITY", "SCHEMA_VERSION", "Backend", "CheckpointIdTaken", "Commit", "EventRow",
+    "HistoryRewritten", "HistoryRow", "Journal", "LangGraphRow", "LogRow", "MetaFilter", "Segment", "StreamKey", "StreamRef",
+    "StreamRow", "VersionRow", "VersionTaken", "clip", "connect", "connect_sqlite", "is_postgres", "schema_files", "segments_for",
 ]
-
-
-class Journal(Tables, LangGraphTables, Queries):
-    """SQL access to one eventckpt file. Not thread-safe by itself: the Store serializes callers."""
-
-
-# -- opening --------------------------------------------------------------------------------------
-
-
-def connect(
-    path: str, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False, vfs: str | None = None
-) -> Journal:
-    """Open (creating when allowed) an eventckpt file. A foreign or newer file is refused untouched.
-
-    `vfs` names a registered SQLite VFS (an apsw.VFS subclass, e.g. a fault-injecting one in tests);
-    None is SQLite's default.
-    """
-    memory = path == ":memory:"
-    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-    if vfs is not None and vfs not in apsw.vfs_names():
-        raise errors.InvalidArgumentError("vfs", vfs, f"is not a registered SQLite VFS {apsw.vfs_names()}")
-    try:
-        conn = apsw.Connection(path, flags=flags, vfs=vfs)
-    except apsw.Error as exc:
-        raise translate(exc, f"opening {path}") from None
-    try:
-        conn.set_busy_timeout(int(timeout * 1000))
-        app_id, user_version, fresh = identity(conn, path)
-        if readonly and (fresh or user_version < SCHEMA_VERSION):
-            raise errors.SchemaError(path, "a read-only store must already hold the current schema")
-        if not readonly:
-            if fresh:
-                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # must precede WAL and the first table
-            if not memory:
-                conn.execute("PRAGMA journal_mode = WAL").fetchall()
-        conn.execute(DURABILITY[durability])
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA cache_size = -32768")  # 32 MiB: restores of long streams stay in memory
-        conn.execute("PRAGMA temp_store = MEMORY")
-        journal = Journal(conn, path)
-        if not readonly and user_version < SCHEMA_VERSION:
-            journal.migrate()
-        return journal
-    except apsw.Error as exc:
-        conn.close()
-        raise translate(exc, f"opening {path}") from None
-    except BaseException:
-        conn.close()
-        raise

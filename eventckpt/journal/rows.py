@@ -1,10 +1,14 @@
-"""The rows the journal returns, its private conflict signals, and lineage segments."""
+"""The rows the journal takes and returns, the signals its writes raise, and lineage segments.
+
+Every row that belongs to a stream tree can name it: `StreamRow` and `Segment` carry `tree_id` and
+`stream_id`, so an engine that distributes tables by tree (PostgreSQL) can route every statement to one
+tree. Engines ignore what they do not need."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
@@ -24,6 +28,10 @@ class StreamRow:
     def tree_id(self) -> int:
         return self.root_id if self.root_id is not None else self.id
 
+    @property
+    def stream_id(self) -> int:
+        return self.id
+
 
 @dataclass(frozen=True, slots=True)
 class VersionRow:
@@ -41,11 +49,46 @@ class VersionRow:
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """Versions lo..hi of a lineage, owned by one stream."""
+    """Versions lo..hi of a lineage, owned by one stream of tree `tree_id`."""
 
+    tree_id: int
     stream_id: int
     lo: int
     hi: int
+
+
+class StreamKey(NamedTuple):
+    """A stream known by its ids only (a StreamRef)."""
+
+    tree_id: int
+    stream_id: int
+
+
+class StreamRef(Protocol):
+    """What names a stream's rows: its tree and its id (a StreamRow or a Segment)."""
+
+    @property
+    def tree_id(self) -> int: ...
+
+    @property
+    def stream_id(self) -> int: ...
+
+
+@dataclass(slots=True)
+class Commit:
+    """One version, whole: what `Journal.append` writes atomically.
+
+    `events` are (op, JSON path, JSON bytes or None); `snapshot` is (state JSON, manifest JSON) when the
+    version triggers one; `generation` is the history generation the writer's head state was built
+    under: the engine refuses the commit (HistoryRewritten) when retention rewrote the tree since."""
+
+    stream: StreamRow
+    row: VersionRow
+    events: Sequence[tuple[str, str, bytes | None]]
+    generation: int
+    checkpoint_id: str | None = None
+    tool_rows: Sequence[Sequence[Any]] = ()
+    snapshot: tuple[str, str] | None = None
 
 
 EventRow = tuple[int, int, str, str, "str | None"]  # version, seq, op, path, value
@@ -60,6 +103,7 @@ class LogRow(NamedTuple):
     metadata: str | None
     usage: str | None
     checkpoint_id: str | None
+    tree_id: int = 0  # set by search_rows (log_rows' caller knows the tree)
 
 
 class HistoryRow(NamedTuple):
@@ -74,28 +118,40 @@ class HistoryRow(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class MetaFilter:
-    """metadata[key] == value: `path` is the key's JSON path, `json` the value's JSON text, `indexed` the
-    (key, value) to look up in metadata_index when the value is a str or an int."""
+    """metadata[key] == value: `key` the top-level key, `path` its JSON path, `json` the value's JSON
+    text, `indexed` the (key, value) to look up in metadata_index when the value is a str or an int."""
 
+    key: str
     path: str
     json: str
     indexed: tuple[str, Any] | None
 
-STREAM_COLS = "id, name, parent_id, fork_version, root_id, created_at"
-VERSION_COLS = "stream_id, version, created_at, name, auto, metadata, usage, event_count, event_bytes, checksum"
-INSERT_STREAM = (
-    "INSERT INTO streams (name, parent_id, fork_version, root_id, created_at) VALUES (?, ?, ?, ?, ?)"
-    " RETURNING " + STREAM_COLS
-)
-INSERT_VERSION = "INSERT INTO versions (" + VERSION_COLS + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-S_COLS = ", ".join("s." + c for c in STREAM_COLS.split(", "))
 
-class _VersionTaken(Exception):
-    """Internal: another writer created this version first (the primary key refused ours)."""
+@dataclass(frozen=True, slots=True)
+class LangGraphRow:
+    """A LangGraph checkpoint as the saver lists it: where its state lives and what LangGraph adds."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    stream: str  # the name of the stream holding its version
+    version: int
+    metadata: str | None
+    parent_id: str | None  # the checkpoint id of the previous version of its lineage
+    writes: str | None  # JSON array of [task id, [[idx, channel, encoding, value], ...]] in writes order
+
+class VersionTaken(Exception):
+    """Signal, not an error for callers: another writer created this version first (the primary key
+    refused ours), or the stream is gone; nothing of the commit was written."""
 
 
-class _CheckpointIdTaken(Exception):
-    """Internal: the checkpoint id is already used in the tree."""
+class CheckpointIdTaken(Exception):
+    """Signal: the checkpoint id is already used in the tree; nothing of the commit was written."""
+
+
+class HistoryRewritten(Exception):
+    """Signal: retention rewrote the tree's history since the writer's head state was built (its
+    generation moved); nothing of the commit was written."""
 
 
 def clip(segments: Sequence[Segment], after: int, upto: int) -> Iterator[tuple[Segment, int, int]]:
@@ -117,13 +173,8 @@ def segments_for(chain: Sequence[StreamRow], upto: int) -> list[Segment]:
     for row in reversed(chain):
         lo = (row.fork_version or 0) + 1
         if lo <= limit:
-            out.append(Segment(row.id, lo, limit))
+            out.append(Segment(row.tree_id, row.id, lo, limit))
         if row.fork_version is not None:
             limit = min(limit, row.fork_version)
     out.reverse()
     return out
-
-
-def json_list(values: Sequence[Any]) -> str:
-    """A JSON array of ints/strs, bound as one parameter (for `IN (SELECT value FROM json_each(?))`)."""
-    return orjson.dumps(list(values)).decode()

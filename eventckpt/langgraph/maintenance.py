@@ -30,31 +30,31 @@ _WINDOW = 256  # kept checkpoints of one stream whose states are built at once
 
 def delete_threads(saver: EventCkptSaver, thread_ids: Iterable[str]) -> None:
     store = saver.store
-    with store._guard() as journal:
+    with store.core.session() as journal:
         with journal.write():
             for thread_id in thread_ids:
                 for ns, root in journal.langgraph_trees(thread_id):
                     journal.langgraph_forget(thread_id, ns)
-                    _drop_tree(journal, root.id)
+                    _drop_tree(journal, root)
         journal.reclaim()
 
 
 def copy_thread(saver: EventCkptSaver, source: str, target: str) -> None:
-    with saver.store._guard() as journal, journal.write():
+    with saver.store.core.session() as journal, journal.write():
         trees = journal.langgraph_trees(source)
         if trees and journal.langgraph_trees(target):
             raise InvalidArgumentError("target_thread_id", target, "already has checkpoints")
         for ns, root in trees:
             base = tree_name(journal, target, ns)
             copies: dict[int, StreamRow] = {}
-            for row in journal.tree_streams(root.id):  # parents before their forks
+            for row in journal.tree_streams(root):  # parents before their forks
                 suffix = row.name[len(root.name):] if row.name.startswith(root.name) else f"~{len(copies)}"
                 copy = journal.create_stream(
                     free_name(journal, base + suffix), row.created_at,
                     copies[row.parent_id] if row.parent_id is not None else None, row.fork_version,
                 )
                 copies[row.id] = copy
-                journal.copy_stream_rows(row.id, copy.id, copy.tree_id)
+                journal.copy_stream_rows(row, copy)
             journal.langgraph_set_tree(target, ns, copies[root.id].id)
             journal.langgraph_copy_writes(source, target, ns)
 
@@ -66,7 +66,7 @@ def prune(saver: EventCkptSaver, thread_ids: list[str], strategy: str) -> None:
     if strategy != "keep_latest":
         raise InvalidArgumentError("strategy", strategy, 'must be "keep_latest" or "delete"')
     for thread_id in thread_ids:
-        with saver.store._guard() as journal:
+        with saver.store.core.session() as journal:
             namespaces = [ns for ns, _ in journal.langgraph_trees(thread_id)]
         for ns in namespaces:
             _keep_only(saver, thread_id, ns, lambda rows: {rows[0].checkpoint_id})  # newest first
@@ -75,7 +75,7 @@ def prune(saver: EventCkptSaver, thread_ids: list[str], strategy: str) -> None:
 def delete_checkpoints(saver: EventCkptSaver, run_ids: list[str]) -> None:
     if not run_ids:
         return
-    with saver.store._guard() as journal:
+    with saver.store.core.session() as journal:
         hits = journal.langgraph_runs(run_ids)
     doomed: dict[tuple[str, str], set[str]] = {}
     for thread_id, ns, checkpoint_id in hits:
@@ -87,7 +87,7 @@ def delete_checkpoints(saver: EventCkptSaver, run_ids: list[str]) -> None:
 def _keep_only(saver: EventCkptSaver, thread_id: str, ns: str, choose: Any) -> None:
     """Keep only the checkpoints `choose(rows)` names in a namespace (rows: newest first)."""
     store = saver.store
-    with store._guard() as journal:
+    with store.core.session() as journal:
         tree = journal.langgraph_tree(thread_id, ns)
         rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns) if tree else []
     if tree is None:
@@ -100,7 +100,7 @@ def _keep_only(saver: EventCkptSaver, thread_id: str, ns: str, choose: Any) -> N
     doomed = [r.checkpoint_id for r in rows if r.checkpoint_id not in kept]
     new_root = _rebuild(saver, thread_id, ns, rows, kept) if kept else None
     try:
-        with store._guard() as journal:
+        with store.core.session() as journal:
             with journal.write():
                 if journal.tree_fingerprint(root.id) != seen:
                     raise ConflictError(f"{thread_id}/{ns}", seen[0], journal.tree_fingerprint(root.id)[0])
@@ -109,12 +109,12 @@ def _keep_only(saver: EventCkptSaver, thread_id: str, ns: str, choose: Any) -> N
                 else:
                     journal.langgraph_set_tree(thread_id, ns, new_root.id, replaces=root.id)
                     journal.langgraph_forget(thread_id, ns, doomed)
-                _drop_tree(journal, root.id)
+                _drop_tree(journal, root)
             journal.reclaim()
     except BaseException:
         if new_root is not None:
-            with store._guard() as journal, journal.write():
-                _drop_tree(journal, new_root.id)
+            with store.core.session() as journal, journal.write():
+                _drop_tree(journal, new_root)
         raise
 
 
@@ -145,7 +145,7 @@ def _rebuild(saver: EventCkptSaver, thread_id: str, ns: str, rows: list[LangGrap
     for row in order:
         pending.setdefault(row.stream, []).append(row.version)
 
-    with store._guard() as journal, journal.write():
+    with store.core.session() as journal, journal.write():
         root = journal.create_stream(tree_name(journal, thread_id, ns), now())
     try:
         where: dict[str, tuple[str, int]] = {}  # kept checkpoint id -> (new stream, version)
@@ -172,13 +172,13 @@ def _rebuild(saver: EventCkptSaver, thread_id: str, ns: str, rows: list[LangGrap
             where[row.checkpoint_id] = (stream, cp.version)
             heads[stream] = cp.version
     except BaseException:
-        with store._guard() as journal, journal.write():
-            _drop_tree(journal, root.id)
+        with store.core.session() as journal, journal.write():
+            _drop_tree(journal, root)
         raise
     return root
 
 
-def _drop_tree(journal: Journal, root_id: int) -> None:
+def _drop_tree(journal: Journal, root: StreamRow) -> None:
     """Delete a stream tree: every fork before the stream it forked from."""
-    for row in reversed(journal.tree_streams(root_id)):
-        journal.delete_stream(row.id)
+    for row in reversed(journal.tree_streams(root)):
+        journal.delete_stream(row)

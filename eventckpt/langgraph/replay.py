@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..codec import quiet_gc
 from ..errors import CorruptStoreError, SerializationError, StreamNotFoundError, VersionNotFoundError
-from ..journal import segments_for
 from ..ops import APPEND, EXTEND, SET, TRUNCATE, apply
 from ..paths import from_text
 
@@ -29,15 +28,16 @@ def states_at(store: Store, stream: str, versions: Iterable[int]) -> dict[int, d
     wanted = sorted(set(versions))
     if not wanted:
         return {}
-    with store._guard() as journal, journal.read():
+    core = store.core
+    with core.session() as journal, journal.read():
         found = journal.stream_and_head(stream)
         if found is None:
             raise StreamNotFoundError(stream)
         row, head = found
         if wanted[0] < 1 or wanted[-1] > head:
             raise VersionNotFoundError(stream, wanted[0] if wanted[0] < 1 else wanted[-1], head)
-        state = store._state_at(row, wanted[0])
-        rows = journal.tail(segments_for(store._chain(row), wanted[-1]), wanted[0])
+        state = core.state_at(journal, row, wanted[0])
+        rows = journal.tail(core.segments(journal, row, wanted[-1]), wanted[0])
     out = {wanted[0]: state}
     try:
         with quiet_gc():

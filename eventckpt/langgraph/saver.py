@@ -36,7 +36,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ..checkpoint import now
 from ..codec import quiet_gc
 from ..errors import ConflictError, InvalidArgumentError, SerializationError
-from ..journal import LangGraphRow
+from ..journal import LangGraphRow, is_postgres
 from ..paths import addressable, to_text
 from ..snapshot import SnapshotPolicy
 from ..store import Store
@@ -58,7 +58,7 @@ SNAPSHOTS = SnapshotPolicy(min_tail_bytes=16 * 1024)
 class EventCkptSaver(BaseCheckpointSaver[int]):
     """A LangGraph checkpointer on an eventckpt store: every step is stored as the events that changed.
 
-        saver = EventCkptSaver("agent.db")          # or EventCkptSaver(store) with an open Store
+        saver = EventCkptSaver("agent.db")          # or a postgresql:// URL, or EventCkptSaver(store)
         graph = builder.compile(checkpointer=saver)
 
     Sync and async methods share one store; several processes may use one file (writes take SQLite's
@@ -77,11 +77,12 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         super().__init__(serde=serde)
         if isinstance(store, Store):
             self.store, self._owns_store = store, False
-        elif isinstance(store, (str, os.PathLike)):
+        elif isinstance(store, (str, os.PathLike)) or is_postgres(store):
             self.store = open_store(store, durability=durability, timeout=timeout, snapshots=snapshots or SNAPSHOTS)
             self._owns_store = True
         else:
-            raise InvalidArgumentError("store", store, "must be an eventckpt Store or a file path")
+            raise InvalidArgumentError("store", store, "must be an eventckpt Store, a file path, a postgresql:// URL,"
+                                                       " or a psycopg connection or pool")
         # (thread, ns) -> this saver's last put there: where it went and which channels were plain JSON.
         # A put whose parent is that checkpoint goes to the same stream without a lookup; the store's
         # expected_version check catches any other writer in between.
@@ -107,7 +108,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by the config's checkpoint_id, or the thread namespace's newest one."""
         thread_id, ns = _thread(config), _namespace(config)
-        with self.store._guard() as journal:
+        with self.store.core.session() as journal:
             rows = journal.langgraph_checkpoints(
                 thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=get_checkpoint_id(config), limit=1
             )
@@ -128,7 +129,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         conf = (config or {}).get("configurable", {})
         if limit is not None and (type(limit) is not int or limit < 0):
             raise InvalidArgumentError("limit", limit, "must be None or a non-negative int")
-        with self.store._guard() as journal:
+        with self.store.core.session() as journal:
             rows = journal.langgraph_checkpoints(
                 thread_id=str(conf["thread_id"]) if conf.get("thread_id") is not None else None,
                 checkpoint_ns=conf.get("checkpoint_ns"),
@@ -241,7 +242,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         """Where a checkpoint goes, decided without writing anything: (stream to commit on, or None for a
         new tree; its expected head; whether it starts a new lineage; the stream to fork at that head
         first, or None)."""
-        with self.store._guard() as journal:
+        with self.store.core.session() as journal:
             tree = journal.langgraph_tree(thread_id, ns)
             hit = journal.langgraph_locate(tree[0].id, parent) if tree and parent else None
         if tree is None:
@@ -255,7 +256,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         return root.name, 0, True, root.name
 
     def _create_tree(self, thread_id: str, ns: str) -> str:
-        with self.store._guard() as journal, journal.write():
+        with self.store.core.session() as journal, journal.write():
             found = journal.langgraph_tree(thread_id, ns)  # another process may have been first
             if found is not None:
                 return found[0].name
@@ -280,7 +281,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             new[WRITES_IDX_MAP.get(channel, idx)] = (channel, encoding, stored)
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         key = (thread_id, ns, checkpoint_id, task_id)
-        with self.store._guard() as journal, journal.write():
+        with self.store.core.session() as journal, journal.write():
             if journal.langgraph_set_writes(*key, task_path, self._writes_json(new), replace=False):
                 return  # the common case: the task's first writes
             merged = {entry[0]: tuple(entry[1:]) for entry in codec.decode(journal.langgraph_writes(*key) or "[]")}

@@ -7,10 +7,11 @@ from typing import Any
 
 import apsw
 
-from .. import errors
-from ..paths import child_ranges
+from ... import errors
+from ...paths import child_ranges
+from ..rows import EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRef, StreamRow, clip
+from .columns import STREAM_COLS, json_list
 from .engine import Engine
-from .rows import STREAM_COLS, EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRow, clip
 
 # -- query fragments (schema/002_queries.sql) --------------------------------------------------------
 
@@ -99,13 +100,14 @@ class Queries(Engine):
             hi = seg.hi if before is None else min(seg.hi, before - 1)
             wanted = -1 if limit is None else limit - len(out)
             if hi >= seg.lo and wanted:
-                out.extend(map(LogRow._make, self._rows(sql, [*args, seg.stream_id, seg.lo, hi, wanted])))
+                out.extend(LogRow(*r) for r in self._rows(sql, [*args, seg.stream_id, seg.lo, hi, wanted]))
         return out
 
     def search_rows(self, *, name: str | None, meta: Sequence[MetaFilter], limit: int | None) -> list[LogRow]:
         """Stored versions of every stream that pass the filters, newest first."""
         source, where, args, _ = _version_source(name, None, meta)
-        sql = f"SELECT {_LOG_COLS} FROM {source}" + (f" WHERE {' AND '.join(where)}" if where else "")
+        tree = ", (SELECT coalesce(s.root_id, s.id) FROM streams AS s WHERE s.id = v.stream_id)"
+        sql = f"SELECT {_LOG_COLS}{tree} FROM {source}" + (f" WHERE {' AND '.join(where)}" if where else "")
         return list(map(LogRow._make, self._rows(sql + " ORDER BY v.created_at DESC, v.stream_id, v.version DESC LIMIT ?",
                                                  [*args, -1 if limit is None else limit])))
 
@@ -140,6 +142,67 @@ class Queries(Engine):
             out.extend(map(HistoryRow._make, rows if limit is None else rows[:wanted]))
         return out
 
+    # history: the append or extend that created a list item
+
+    def list_resets(self, segments: Sequence[Segment], path: str, upto: int) -> list[tuple[Any, ...]]:
+        """Events through version `upto` that change the length of the list at `path` other than by
+        appending, oldest first: at `path` itself (a list set, delete, truncate or extend) and deletes
+        below it (the caller keeps those of its items). Rows are (stream_id, version, seq, op, path, n):
+        n is the length of a set's or extend's list, or the length a truncate keeps. From events_reshaping."""
+        out: list[tuple[Any, ...]] = []
+        n = "CASE e.op WHEN 'truncate' THEN CAST(e.value AS INTEGER) WHEN 'delete' THEN NULL ELSE json_array_length(e.value) END"
+        for seg, lo, hi in clip(segments, 0, upto):
+            rows = self._rows(f"SELECT e.stream_id, e.version, e.seq, e.op, e.path, {n} FROM events AS e INDEXED BY events_reshaping"
+                              f" WHERE e.stream_id = ? AND e.path = ? AND e.version BETWEEN ? AND ? AND {RESHAPING}",
+                              (seg.stream_id, path, lo, hi))
+            rows += self._rows(f"SELECT e.stream_id, e.version, e.seq, e.op, e.path, NULL FROM events AS e INDEXED BY events_reshaping"
+                               f" WHERE e.stream_id = ? AND e.path >= ? AND e.path < ? AND e.version BETWEEN ? AND ?"
+                               f" AND {RESHAPING} AND e.op = 'delete'", (seg.stream_id, path + "[", path + "\\", lo, hi))
+            out += sorted(rows, key=lambda r: (r[1], r[2]))
+        return out
+
+    def replacements(self, segments: Sequence[Segment], path: str, rel: str, upto: int) -> list[tuple[Any, ...]]:
+        """Sets and deletes at exactly `path` through version `upto`, oldest first, as (stream_id, version,
+        seq, op, path, n, tagged): n is the length of the list at `rel` inside a set's value (None when
+        there is none), tagged whether the value holds tagged forms that could hide it from JSON paths."""
+        out: list[tuple[Any, ...]] = []
+        for seg, lo, hi in clip(segments, 0, upto):
+            out += self._rows("SELECT stream_id, version, seq, op, path, CASE WHEN op = 'set' AND json_type(value, ?1) = 'array'"
+                              " THEN json_array_length(value, ?1) END, op = 'set' AND instr(value, '{\"$') > 0"
+                              " FROM events INDEXED BY events_by_path WHERE stream_id = ?2 AND path = ?3 AND version BETWEEN ?4 AND ?5"
+                              " AND op IN ('set', 'delete') ORDER BY version, seq", (rel, seg.stream_id, path, lo, hi))
+        return out
+
+    def counts_between(self, segments: Sequence[Segment], path: str,
+                       spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> list[int]:
+        """For each span (after, before) of event positions (version, seq), how many events lie at exactly
+        `path` strictly between them: one statement per segment, an index-only count per span."""
+        bounds = json_list([[*after, *before] for after, before in spans])
+        totals = [0] * len(spans)
+        for seg in segments:
+            rows = self._rows(
+                "SELECT s.key, (SELECT count(*) FROM events INDEXED BY events_by_path WHERE stream_id = ?1 AND path = ?2"
+                " AND version BETWEEN max(?3, s.value ->> 0) AND min(?4, s.value ->> 2)"
+                " AND (version, seq) > (s.value ->> 0, s.value ->> 1) AND (version, seq) < (s.value ->> 2, s.value ->> 3))"
+                " FROM json_each(?5) AS s", (seg.stream_id, path, seg.lo, seg.hi, bounds))
+            for i, n in rows:
+                totals[i] += n
+        return totals
+
+    def nth_between(self, segments: Sequence[Segment], path: str, after: tuple[int, int], before: tuple[int, int],
+                    n: int) -> tuple[Any, ...] | None:
+        """The `n`-th (from 0) event at exactly `path` strictly between events `after` and `before`, as
+        (stream_id, version, seq, op, value), or None when there are not that many."""
+        for seg, lo, hi in clip(segments, after[0] - 1, before[0]):
+            args = (seg.stream_id, path, lo, hi, *after, *before)
+            where = ("FROM events INDEXED BY events_by_path WHERE stream_id = ? AND path = ? AND version BETWEEN ? AND ?"
+                     " AND (version, seq) > (?, ?) AND (version, seq) < (?, ?)")
+            row = self._one(f"SELECT stream_id, version, seq, op, value {where} ORDER BY version, seq LIMIT 1 OFFSET ?", (*args, n))
+            if row is not None:
+                return row
+            n -= self._one(f"SELECT count(*) {where}", args)[0]
+        return None
+
     # diff: what a range of events touched, and the value or list length of a path at a version
 
     def touched(self, seg: Segment, after: int, upto: int) -> dict[str, tuple[int, int]]:
@@ -162,10 +225,9 @@ class Queries(Engine):
                               " GROUP BY path", (seg.stream_id, lo, hi))
         return {path: (last >> 32, last & 0xFFFFFFFF) for path, last in rows if last is not None}
 
-    def event_at(self, stream_id: int, version: int, seq: int) -> tuple[str, str, str | None]:
-        """(op, path, value) of one event."""
+    def event_at(self, owner: StreamRef, version: int, seq: int) -> tuple[str, str, str | None]:
         return self._one("SELECT op, path, value FROM events WHERE stream_id = ? AND version = ? AND seq = ?",
-                         (stream_id, version, seq))
+                         (owner.stream_id, version, seq))
 
     def newest_event(self, segments: Sequence[Segment], path: str, upto: int, *, reset: bool = False) -> EventRow | None:
         """The last event at exactly `path` with version <= upto (with `reset`: the last set of a list,
@@ -232,18 +294,18 @@ class Queries(Engine):
     def streams_all(self) -> list[StreamRow]:
         return [StreamRow(*r) for r in self._rows(f"SELECT {STREAM_COLS} FROM streams ORDER BY id")]
 
-    def extent(self, stream_id: int) -> tuple[int, int]:
-        """The lowest and highest version of the stream in versions, events or snapshots ((0, 0): none)."""
-        bounds = [self._one(f"SELECT min(version), max(version) FROM {t} WHERE stream_id = ?", (stream_id,))
+    def extent(self, stream: StreamRef) -> tuple[int, int]:
+        bounds = [self._one(f"SELECT min(version), max(version) FROM {t} WHERE stream_id = ?", (stream.stream_id,))
                   for t in ("versions", "events", "snapshots")]
         return min((lo for lo, _ in bounds if lo is not None), default=0), max((hi or 0 for _, hi in bounds), default=0)
 
-    def snapshot_versions(self, stream_id: int) -> list[int]:
-        return [r[0] for r in self._rows("SELECT version FROM snapshots WHERE stream_id = ? ORDER BY version", (stream_id,))]
+    def snapshot_versions(self, stream: StreamRef) -> list[int]:
+        return [r[0] for r in self._rows("SELECT version FROM snapshots WHERE stream_id = ? ORDER BY version",
+                                         (stream.stream_id,))]
 
-    def snapshot_row(self, stream_id: int, version: int) -> tuple[str, str]:
-        """(state, manifest) of one snapshot."""
-        return self._one("SELECT state, manifest FROM snapshots WHERE stream_id = ? AND version = ?", (stream_id, version))
+    def snapshot_row(self, owner: StreamRef, version: int) -> tuple[str, str]:
+        return self._one("SELECT state, manifest FROM snapshots WHERE stream_id = ? AND version = ?",
+                         (owner.stream_id, version))
 
     def integrity_problems(self) -> list[str]:
         """What PRAGMA integrity_check and foreign_key_check find, and metadata_index rows that disagree
@@ -266,18 +328,78 @@ class Queries(Engine):
                 "free_bytes": page_size * free}
 
     def query(self, sql: str, args: Sequence[Any] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Run the caller's own SQL (the read-only `sql` command: the connection refuses writes) and
-        return its column names and rows."""
+        """Run a caller's own SQL read-only and return its column names and rows (the `sql` command).
+
+        An authorizer allows reading only: SELECT (recursive CTEs and functions included, but not
+        load_extension), EXPLAIN, and PRAGMAs that read. Every statement that would write or change the
+        connection (INSERT/UPDATE/DELETE, CREATE/DROP/ALTER, ATTACH/DETACH, VACUUM (INTO), REINDEX,
+        ANALYZE, BEGIN/SAVEPOINT, writing PRAGMAs) is refused with ReadOnlyStoreError before it runs."""
+        refused: list[str] = []
+
+        def authorize(action: int, first: str | None, second: str | None, db: str | None, trigger: str | None) -> int:
+            if action in _READ_ACTIONS:
+                return apsw.SQLITE_OK
+            if action == apsw.SQLITE_FUNCTION and (second or "").lower() not in _UNSAFE_FUNCTIONS:
+                return apsw.SQLITE_OK
+            if action == apsw.SQLITE_PRAGMA and ((first or "").lower() in _READ_PRAGMAS_WITH_ARGUMENT
+                                                 or ((first or "").lower() in _READ_PRAGMAS and second is None)):
+                return apsw.SQLITE_OK
+            refused.append(_describe(action, first, second))
+            return apsw.SQLITE_DENY
+
+        cursor = self.conn.cursor()
+        self.conn.authorizer = authorize
         try:
-            cursor = self.conn.cursor()
             cursor.execute(sql, args)
             try:
                 columns = [d[0] for d in cursor.get_description()]
             except apsw.ExecutionCompleteError:
                 return [], []
             return columns, [tuple(r) for r in cursor]
-        except apsw.SQLError as exc:
-            raise errors.InvalidArgumentError("sql", sql, str(exc)) from None
+        except (apsw.AuthError, apsw.SQLError) as exc:
+            if not refused:
+                raise errors.InvalidArgumentError("sql", sql, str(exc)) from None
+            shown = refused[0]
+            if "sqlite_master" in shown or "sqlite_temp_master" in shown:  # what CREATE and DROP do first
+                shown = "changing the schema (CREATE, DROP)"
+            raise errors.ReadOnlyStoreError(f"{self.path}: sql runs read-only queries; {shown} is not allowed",
+                                            code="readonly") from None
         except apsw.Error as exc:
             self._fail(exc, sql)
+        finally:
+            self.conn.authorizer = None
 
+
+_READ_ACTIONS = frozenset((apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_RECURSIVE))
+_UNSAFE_FUNCTIONS = frozenset(("load_extension", "fts3_tokenizer"))
+_READ_PRAGMAS = frozenset((
+    "application_id", "user_version", "schema_version", "data_version", "journal_mode", "page_size", "page_count",
+    "freelist_count", "encoding", "auto_vacuum", "foreign_keys", "synchronous", "cache_size", "busy_timeout",
+    "compile_options", "database_list", "collation_list", "function_list", "module_list", "pragma_list",
+))
+_READ_PRAGMAS_WITH_ARGUMENT = frozenset((
+    "table_info", "table_xinfo", "table_list", "index_info", "index_xinfo", "index_list", "foreign_key_list",
+    "integrity_check", "quick_check", "foreign_key_check",
+))
+_ACTION_NAMES = {getattr(apsw, n): n[7:].replace("_", " ") for n in dir(apsw) if n.startswith("SQLITE_") and
+                 type(getattr(apsw, n)) is int and n[7:] in (
+                     "CREATE_INDEX CREATE_TABLE CREATE_TEMP_INDEX CREATE_TEMP_TABLE CREATE_TEMP_TRIGGER CREATE_TEMP_VIEW"
+                     " CREATE_TRIGGER CREATE_VIEW DELETE DROP_INDEX DROP_TABLE DROP_TEMP_INDEX DROP_TEMP_TABLE"
+                     " DROP_TEMP_TRIGGER DROP_TEMP_VIEW DROP_TRIGGER DROP_VIEW INSERT UPDATE ATTACH DETACH ALTER_TABLE"
+                     " REINDEX ANALYZE CREATE_VTABLE DROP_VTABLE TRANSACTION SAVEPOINT").split()}
+
+
+def _describe(action: int, first: str | None, second: str | None) -> str:
+    """What a refused authorizer action was, for the error message."""
+    if action == apsw.SQLITE_PRAGMA:
+        return f"PRAGMA {first}" + (f" = {second}" if second is not None else "")
+    if action == apsw.SQLITE_FUNCTION:
+        return f"the function {second}()"
+    if action == apsw.SQLITE_ALTER_TABLE:
+        return f"ALTER TABLE {second}"
+    if action == apsw.SQLITE_ATTACH:
+        return "ATTACH (and VACUUM, which attaches its target)"
+    if action in (apsw.SQLITE_TRANSACTION, apsw.SQLITE_SAVEPOINT):
+        return f"{_ACTION_NAMES[action]} {first}"
+    name = _ACTION_NAMES.get(action, f"action {action}")
+    return f"{name} {first}" if first else name

@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import apsw
 import orjson
 
+from ..rows import LangGraphRow, StreamRef, StreamRow
+from .columns import S_COLS, STREAM_COLS, VERSION_COLS
 from .engine import Engine
-from .rows import S_COLS, STREAM_COLS, VERSION_COLS, StreamRow
-
-
-@dataclass(frozen=True, slots=True)
-class LangGraphRow:
-    """A LangGraph checkpoint as the saver lists it: where its state lives and what LangGraph adds."""
-
-    thread_id: str
-    checkpoint_ns: str
-    checkpoint_id: str
-    stream: str  # the name of the stream holding its version
-    version: int
-    metadata: str | None
-    parent_id: str | None  # the checkpoint id of the previous version of its lineage
-    writes: str | None  # JSON array of [task id, [[idx, channel, encoding, value], ...]] in writes order
 
 
 # The parent is the previous version of the lineage: in the same stream, or (for a fork's first own
@@ -171,6 +157,15 @@ class LangGraphTables(Engine):
             (target, source, checkpoint_ns),
         )
 
+    def langgraph_namespaces(self) -> list[tuple[str, str, str]]:
+        return self._rows("SELECT t.thread_id, t.checkpoint_ns, s.name FROM langgraph_threads AS t"
+                          " JOIN streams AS s ON s.id = t.tree_id ORDER BY t.thread_id, t.checkpoint_ns")
+
+    def langgraph_all_writes(self, thread_id: str, checkpoint_ns: str) -> list[tuple[str, str, str, str]]:
+        return self._rows("SELECT checkpoint_id, task_id, task_path, writes FROM langgraph_writes"
+                          " WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id, task_id",
+                          (thread_id, checkpoint_ns))
+
     def langgraph_runs(self, run_ids: Sequence[str]) -> list[tuple[str, str, str]]:
         """(thread, namespace, checkpoint id) of every checkpoint whose metadata names one of the runs."""
         return self._rows(
@@ -183,13 +178,13 @@ class LangGraphTables(Engine):
             (orjson.dumps(list(run_ids)).decode(),),
         )
 
-    def tree_streams(self, root_id: int) -> list[StreamRow]:
+    def tree_streams(self, root: StreamRef) -> list[StreamRow]:
         """The root and every stream forked from it (directly or not), oldest first (parents first)."""
         rows = self._rows(
             "WITH RECURSIVE sub(id) AS"
             " (SELECT ? UNION ALL SELECT s.id FROM streams AS s JOIN sub ON s.parent_id = sub.id)"
             f" SELECT {STREAM_COLS} FROM streams WHERE id IN sub ORDER BY id",
-            (root_id,),
+            (root.stream_id,),
         )
         return [StreamRow(*r) for r in rows]
 
@@ -197,7 +192,7 @@ class LangGraphTables(Engine):
         """(number of checkpoint ids, the greatest) of a tree: changes whenever a checkpoint is added."""
         return tuple(self._one("SELECT count(*), max(checkpoint_id) FROM checkpoint_ids WHERE tree_id = ?", (tree_id,)))
 
-    def copy_stream_rows(self, source: int, target: int, target_tree: int) -> None:
+    def copy_stream_rows(self, source: StreamRef, target: StreamRef) -> None:
         """Copy a stream's versions, events, snapshots and checkpoint ids into an empty stream of the same
         shape (same parent versions). Checksums stay valid: they chain over content, not stream ids."""
         for sql in (
@@ -208,10 +203,10 @@ class LangGraphTables(Engine):
             "INSERT INTO snapshots (stream_id, version, state, manifest)"
             " SELECT ?, version, state, manifest FROM snapshots WHERE stream_id = ?",
         ):
-            self._run(sql, (target, source))
+            self._run(sql, (target.stream_id, source.stream_id))
         self._run(
             "INSERT INTO checkpoint_ids (tree_id, checkpoint_id, stream_id, version)"
             " SELECT ?, checkpoint_id, ?, version FROM checkpoint_ids WHERE stream_id = ?",
-            (target_tree, target, source),
+            (target.tree_id, target.stream_id, source.stream_id),
         )
 

@@ -8,10 +8,12 @@ from typing import Any
 
 import apsw
 
-from .. import errors
+from ... import errors
+from ...paths import to_text
+from ..rows import (CheckpointIdTaken, Commit, EventRow, HistoryRewritten, Segment, StreamRef, StreamRow, VersionRow,
+                    VersionTaken)
+from .columns import INSERT_STREAM, INSERT_VERSION, STREAM_COLS, VERSION_COLS, json_list
 from .engine import Engine
-from .rows import (INSERT_STREAM, INSERT_VERSION, STREAM_COLS, VERSION_COLS, EventRow, Segment, StreamRow, VersionRow,
-                   _CheckpointIdTaken, _VersionTaken, json_list)
 
 
 class Tables(Engine):
@@ -35,10 +37,11 @@ class Tables(Engine):
     def stream_names(self) -> list[str]:
         return [r[0] for r in self._rows("SELECT name FROM streams ORDER BY id")]
 
-    def children(self, stream_id: int) -> list[StreamRow]:
-        return [StreamRow(*r) for r in self._rows(f"SELECT {STREAM_COLS} FROM streams WHERE parent_id = ?", (stream_id,))]
+    def children(self, stream: StreamRef) -> list[StreamRow]:
+        return [StreamRow(*r) for r in self._rows(f"SELECT {STREAM_COLS} FROM streams WHERE parent_id = ?",
+                                                  (stream.stream_id,))]
 
-    def lineage(self, stream_id: int) -> list[StreamRow]:
+    def lineage(self, stream: StreamRef) -> list[StreamRow]:
         """The stream and its ancestors, root first."""
         rows = self._rows(
             f"""WITH RECURSIVE chain({STREAM_COLS}, depth) AS (
@@ -47,7 +50,7 @@ class Tables(Engine):
                   SELECT s.id, s.name, s.parent_id, s.fork_version, s.root_id, s.created_at, c.depth + 1
                   FROM streams AS s JOIN chain AS c ON s.id = c.parent_id)
                 SELECT {STREAM_COLS} FROM chain ORDER BY depth DESC""",
-            (stream_id,),
+            (stream.stream_id,),
         )
         return [StreamRow(*r) for r in rows]
 
@@ -63,10 +66,10 @@ class Tables(Engine):
             self._fail(exc, "INSERT INTO streams")
         return StreamRow(*row)
 
-    def delete_stream(self, stream_id: int) -> None:
+    def delete_stream(self, stream: StreamRef) -> None:
         for table in ("checkpoint_ids", "snapshots", "events", "versions"):
-            self._run(f"DELETE FROM {table} WHERE stream_id = ?", (stream_id,))
-        self._run("DELETE FROM streams WHERE id = ?", (stream_id,))
+            self._run(f"DELETE FROM {table} WHERE stream_id = ?", (stream.stream_id,))
+        self._run("DELETE FROM streams WHERE id = ?", (stream.stream_id,))
 
     def reclaim(self, pages: int | None = None) -> None:
         """Give free pages back to the file system (incremental vacuum)."""
@@ -74,8 +77,9 @@ class Tables(Engine):
 
     # -- versions ---------------------------------------------------------------------------------
 
-    def version_row(self, stream_id: int, version: int) -> VersionRow | None:
-        row = self._one(f"SELECT {VERSION_COLS} FROM versions WHERE stream_id = ? AND version = ?", (stream_id, version))
+    def version_row(self, owner: StreamRef, version: int) -> VersionRow | None:
+        row = self._one(f"SELECT {VERSION_COLS} FROM versions WHERE stream_id = ? AND version = ?",
+                        (owner.stream_id, version))
         return VersionRow(*row) if row else None
 
     def version_rows(self, segments: Sequence[Segment]) -> list[VersionRow]:
@@ -109,34 +113,47 @@ class Tables(Engine):
             for seg in segments
         )
 
-    def insert_version(self, row: VersionRow) -> None:
+    def append(self, commit: Commit) -> None:
+        if self.in_transaction and not self.batching:  # inside the caller's write(): part of it
+            self._insert(commit)
+            return
+        with self.write():  # its own BEGIN IMMEDIATE transaction, or a savepoint of a batch
+            if self.may_have_changed() and self.generation(commit.stream) != commit.generation:
+                raise HistoryRewritten()
+            self._insert(commit)
+
+    def _insert(self, commit: Commit) -> None:
+        row, sid = commit.row, commit.stream.id
         try:
-            self.conn.execute(
-                INSERT_VERSION,
-                (
-                    row.stream_id, row.version, row.created_at, row.name, row.auto,
-                    row.metadata, row.usage, row.event_count, row.event_bytes, row.checksum,
-                ),
-            )
-        except apsw.ConstraintError:
-            raise _VersionTaken() from None
+            self.conn.execute(INSERT_VERSION, (sid, row.version, row.created_at, row.name, row.auto, row.metadata,
+                                               row.usage, row.event_count, row.event_bytes, row.checksum))
+        except apsw.ConstraintError:  # the primary key (another writer was first) or the stream is gone
+            raise VersionTaken() from None
         except apsw.Error as exc:
             self._fail(exc, "INSERT INTO versions")
-
-    def insert_events(self, stream_id: int, version: int, rows: Sequence[tuple[str, str, bytes | None]]) -> None:
-        """Insert a version's events; values are JSON as UTF-8 bytes (stored as TEXT, never as BLOB)."""
-        self._many(
-            "INSERT INTO events (stream_id, version, seq, op, path, value) VALUES (?, ?, ?, ?, ?, ?)",
-            [(stream_id, version, seq, op, path, value.decode() if value is not None else None)
-             for seq, (op, path, value) in enumerate(rows)],
-        )
+        # Values are JSON as UTF-8 bytes, stored as TEXT (never as BLOB: sqlite3's JSON functions read them).
+        self._many("INSERT INTO events (stream_id, version, seq, op, path, value) VALUES (?, ?, ?, ?, ?, ?)",
+                   [(sid, row.version, seq, op, path, value.decode() if value is not None else None)
+                    for seq, (op, path, value) in enumerate(commit.events)])
+        if commit.checkpoint_id is not None:
+            try:
+                self.conn.execute("INSERT INTO checkpoint_ids (tree_id, checkpoint_id, stream_id, version)"
+                                  " VALUES (?, ?, ?, ?)", (commit.stream.tree_id, commit.checkpoint_id, sid, row.version))
+            except apsw.ConstraintError:
+                raise CheckpointIdTaken() from None
+            except apsw.Error as exc:
+                self._fail(exc, "INSERT INTO checkpoint_ids")
+        if commit.tool_rows:
+            self._insert_tool_calls(sid, row.version, commit.tool_rows)
+        if commit.snapshot is not None:
+            self.insert_snapshot(commit.stream, row.version, *commit.snapshot)
 
     # -- snapshots --------------------------------------------------------------------------------
 
-    def insert_snapshot(self, stream_id: int, version: int, state: str, manifest: str) -> None:
+    def insert_snapshot(self, owner: StreamRef, version: int, state: str, manifest: str) -> None:
         self._run(
             "INSERT OR REPLACE INTO snapshots (stream_id, version, state, manifest) VALUES (?, ?, ?, ?)",
-            (stream_id, version, state, manifest),
+            (owner.stream_id, version, state, manifest),
         )
 
     def latest_snapshot(self, segments: Sequence[Segment]) -> tuple[int, str, str] | None:
@@ -151,9 +168,9 @@ class Tables(Engine):
                 return row
         return None
 
-    def snapshot_value(self, stream_id: int, version: int, path: str) -> str | None:
-        """The JSON text of one key written in full by a snapshot."""
-        row = self._one("SELECT state -> ? FROM snapshots WHERE stream_id = ? AND version = ?", (path, stream_id, version))
+    def snapshot_value(self, owner: StreamRef, version: int, key: str) -> str | None:
+        row = self._one("SELECT state -> ? FROM snapshots WHERE stream_id = ? AND version = ?",
+                        (to_text((key,)), owner.stream_id, version))
         return row[0] if row else None
 
     # -- events -----------------------------------------------------------------------------------
@@ -218,32 +235,22 @@ class Tables(Engine):
 
     # -- checkpoint ids ---------------------------------------------------------------------------
 
-    def insert_checkpoint_id(self, tree_id: int, checkpoint_id: str, stream_id: int, version: int) -> None:
-        try:
-            self.conn.execute(
-                "INSERT INTO checkpoint_ids (tree_id, checkpoint_id, stream_id, version) VALUES (?, ?, ?, ?)",
-                (tree_id, checkpoint_id, stream_id, version),
-            )
-        except apsw.ConstraintError:
-            raise _CheckpointIdTaken() from None
-        except apsw.Error as exc:
-            self._fail(exc, "INSERT INTO checkpoint_ids")
-
     def find_checkpoint_id(self, tree_id: int, checkpoint_id: str) -> tuple[int, int] | None:
         return self._one(
             "SELECT stream_id, version FROM checkpoint_ids WHERE tree_id = ? AND checkpoint_id = ?",
             (tree_id, checkpoint_id),
         )
 
-    def checkpoint_id_of(self, stream_id: int, version: int) -> str | None:
-        row = self._one("SELECT checkpoint_id FROM checkpoint_ids WHERE stream_id = ? AND version = ?", (stream_id, version))
+    def checkpoint_id_of(self, owner: StreamRef, version: int) -> str | None:
+        row = self._one("SELECT checkpoint_id FROM checkpoint_ids WHERE stream_id = ? AND version = ?",
+                        (owner.stream_id, version))
         return row[0] if row else None
 
     # -- tool calls (schema 003) ------------------------------------------------------------------
 
     _TOOL_COLS = "call_id, name, arguments, result, error, undoes"
 
-    def insert_tool_calls(self, stream_id: int, version: int, rows: Sequence[Sequence[Any]]) -> None:
+    def _insert_tool_calls(self, stream_id: int, version: int, rows: Sequence[Sequence[Any]]) -> None:
         """Insert a version's tool calls: (call_id, name, arguments, result, error, undoes) in order."""
         self._many(
             f"INSERT INTO tool_calls (stream_id, version, seq, {self._TOOL_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -275,48 +282,59 @@ class Tables(Engine):
 
     # -- retention (rewriting committed history) --------------------------------------------------
 
-    def generation(self) -> int:
-        """The history generation: bumped by every retention rewrite (see schema 003)."""
+    def generation(self, stream: StreamRef) -> int:
+        # One number for the whole file: BEGIN IMMEDIATE already serializes rewrites with every writer.
         return self._one("SELECT generation FROM history_generation WHERE id = 1")[0]
 
-    def bump_generation(self) -> int:
+    def lock_tree(self, tree_id: int) -> None:
+        """BEGIN IMMEDIATE already holds the file's write lock."""
+
+    def bump_generation(self, tree_id: int) -> int:
         return self._one("UPDATE history_generation SET generation = generation + 1 WHERE id = 1 RETURNING generation")[0]
 
-    def snapshots_in(self, stream_id: int, lo: int, hi: int) -> list[tuple[int, str, str]]:
+    def snapshots_in(self, owner: StreamRef, lo: int, hi: int) -> list[tuple[int, str, str]]:
         """(version, state, manifest) of one stream's snapshots with lo <= version <= hi, in order."""
         return self._rows(
             "SELECT version, state, manifest FROM snapshots WHERE stream_id = ? AND version BETWEEN ? AND ? ORDER BY version",
-            (stream_id, lo, hi),
+            (owner.stream_id, lo, hi),
         )
 
-    def events_of(self, stream_id: int, version: int) -> list[tuple[str, str, str | None]]:
+    def events_of(self, owner: StreamRef, version: int) -> list[tuple[str, str, str | None]]:
         """(op, path, value) of one version's events, in order."""
         return self._rows("SELECT op, path, value FROM events WHERE stream_id = ? AND version = ? ORDER BY seq",
-                          (stream_id, version))
+                          (owner.stream_id, version))
 
-    def tool_rows_of(self, stream_id: int, version: int) -> list[tuple[Any, ...]]:
+    def tool_rows_of(self, owner: StreamRef, version: int) -> list[tuple[Any, ...]]:
         return self._rows(f"SELECT {self._TOOL_COLS} FROM tool_calls WHERE stream_id = ? AND version = ? ORDER BY seq",
-                          (stream_id, version))
+                          (owner.stream_id, version))
 
-    def remove_versions(self, stream_id: int, versions: Sequence[int]) -> None:
+    def remove_versions(self, owner: StreamRef, versions: Sequence[int]) -> None:
         """Delete versions with everything that belongs to them (their tool calls cascade)."""
         doomed = json_list(list(versions))
         for table in ("checkpoint_ids", "snapshots", "events", "versions"):
             self._run(f"DELETE FROM {table} WHERE stream_id = ? AND version IN (SELECT value FROM json_each(?))",
-                      (stream_id, doomed))
+                      (owner.stream_id, doomed))
 
-    def rewrite_version(self, stream_id: int, version: int, events: Sequence[tuple[str, str, str | None]],
+    def rewrite_version(self, owner: StreamRef, version: int, events: Sequence[tuple[str, str, str | None]],
                         tools: Sequence[Sequence[Any]], event_bytes: int) -> None:
-        """Replace one version's events and tool calls (in order) and its event counters."""
+        stream_id = owner.stream_id
         self._run("DELETE FROM events WHERE stream_id = ? AND version = ?", (stream_id, version))
         self._run("DELETE FROM tool_calls WHERE stream_id = ? AND version = ?", (stream_id, version))
         self._many("INSERT INTO events (stream_id, version, seq, op, path, value) VALUES (?, ?, ?, ?, ?, ?)",
                    [(stream_id, version, seq, *event) for seq, event in enumerate(events)])
-        self.insert_tool_calls(stream_id, version, tools)
+        self._insert_tool_calls(stream_id, version, tools)
         self._run("UPDATE versions SET event_count = ?, event_bytes = ? WHERE stream_id = ? AND version = ?",
                   (len(events), event_bytes, stream_id, version))
 
-    def set_checksum(self, stream_id: int, version: int, checksum: bytes) -> None:
-        self._run("UPDATE versions SET checksum = ? WHERE stream_id = ? AND version = ?", (checksum, stream_id, version))
+    def removed_head(self, stream: StreamRef) -> int:
+        return self._one("SELECT coalesce(removed_head, 0) FROM streams WHERE id = ?", (stream.stream_id,))[0]
+
+    def set_removed_head(self, stream: StreamRef, version: int) -> None:
+        self._run("UPDATE streams SET removed_head = max(coalesce(removed_head, 0), ?) WHERE id = ?",
+                  (version, stream.stream_id))
+
+    def set_checksum(self, owner: StreamRef, version: int, checksum: bytes) -> None:
+        self._run("UPDATE versions SET checksum = ? WHERE stream_id = ? AND version = ?",
+                  (checksum, owner.stream_id, version))
 
 

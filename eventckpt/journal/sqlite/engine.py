@@ -1,4 +1,4 @@
-"""The engine: how every connection is set up and checked, the schema ladder, the one place driver
+"""The SQLite engine: how every connection is set up and checked, the schema ladder, the one place driver
 errors are translated, and the plumbing (statements, transactions) the table mixins share."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import apsw
 
-from .. import errors
+from ... import errors
 
 APPLICATION_ID = 0x45434B50  # "ECKP": marks the file as an eventckpt store
 DURABILITY = {"normal": "PRAGMA synchronous = NORMAL", "full": "PRAGMA synchronous = FULL"}
@@ -27,7 +27,7 @@ def _schema_dir() -> Any:
     packaged = resources.files("eventckpt") / "schema"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[2] / "schema"  # a source checkout
+    return Path(__file__).resolve().parents[3] / "schema"  # a source checkout
 
 
 def schema_files() -> list[tuple[int, str, str]]:
@@ -139,6 +139,11 @@ class Engine:
     def in_transaction(self) -> bool:
         return self._depth > 0
 
+    @property
+    def batching(self) -> bool:
+        """Inside batch(): write transactions are savepoints of one outer transaction."""
+        return self._batch
+
     def begin(self) -> None:
         """Start a write transaction: BEGIN IMMEDIATE takes the write lock (waiting up to the busy timeout),
         so nothing read inside it can change before COMMIT. Inside batch() it is a savepoint instead."""
@@ -164,10 +169,13 @@ class Engine:
         self._depth = 0
         self._committed_at = self.conn.data_version()
 
-    def others_committed(self) -> bool:
-        """Inside a transaction: whether another connection may have committed since our last commit
-        (a file-control call, no SQL; True when unsure)."""
-        return self._committed_at is None or self.conn.data_version() != self._committed_at
+    def may_have_changed(self) -> bool:
+        """Whether another connection may have committed since our last commit: SQLite's data version (a
+        file-control call, no SQL). The pager refreshes that counter only when a transaction begins, so
+        outside one the answer is "unsure" (True)."""
+        if not self._depth or self._committed_at is None:
+            return True
+        return self.conn.data_version() != self._committed_at
 
     def rollback(self) -> None:
         if self._depth > 1:  # undo one savepoint of batch(); the outer transaction goes on

@@ -1,0 +1,168 @@
+"""The PostgreSQL journal (psycopg 3 + psycopg_pool): one store shared by many processes and hosts.
+
+    eventckpt.open("postgresql://user@host/db")    # eventckpt opens (and closes) its own pool
+    eventckpt.open(pool)                            # a psycopg_pool.ConnectionPool you own
+    eventckpt.open(conn)                            # one psycopg connection you own (autocommit=True)
+
+Each thread in a session gets its own pooled connection: a Store shared by threads never serializes them
+in-process. Install with `pip install 'eventckpt[postgres]'`.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import conninfo
+from psycopg_pool import ConnectionPool
+
+from ... import errors
+from ..contract import Backend, Journal
+from .engine import SCHEMA_VERSION, migrate, schema_files, translate
+from .langgraph import LangGraphTables
+from .queries import Queries
+from .tables import Tables
+
+__all__ = ["SCHEMA_VERSION", "PostgresBackend", "PostgresJournal", "connect", "is_target", "schema_files"]
+
+
+class PostgresJournal(Tables, LangGraphTables, Queries, Journal):
+    """SQL access to one eventckpt store on PostgreSQL over one connection."""
+
+    kind = "postgresql"
+
+
+def is_target(target: Any) -> bool:
+    """Whether `target` names a PostgreSQL store: a postgresql:// URL, a psycopg connection or a pool."""
+    if isinstance(target, str):
+        return target.startswith(("postgresql://", "postgres://"))
+    return isinstance(target, (psycopg.Connection, ConnectionPool))
+
+
+def describe(target: Any) -> str:
+    """What to show users for a target: its URL without a password."""
+    if isinstance(target, str):
+        info = conninfo.conninfo_to_dict(target)
+    elif isinstance(target, psycopg.Connection):
+        info = conninfo.conninfo_to_dict(target.info.dsn)
+    else:
+        info = conninfo.conninfo_to_dict(target.conninfo)
+    user = f"{info['user']}@" if info.get("user") else ""
+    port = f":{info['port']}" if info.get("port") else ""
+    return f"postgresql://{user}{info.get('host', '')}{port}/{info.get('dbname', '')}"
+
+
+class PostgresBackend(Backend):
+    """A pool (eventckpt's own for a URL, or the caller's), or one connection the caller gave."""
+
+    kind = "postgresql"
+
+    def __init__(self, target: Any, *, timeout: float, settings: dict[str, str], pool_size: int) -> None:
+        super().__init__()
+        self.target = describe(target)
+        self.timeout = timeout
+        self.settings = settings
+        self._owned = isinstance(target, str)
+        self._lock = threading.RLock()  # one caller connection: threads take turns
+        self.conn: psycopg.Connection[Any] | None = None
+        self.pool: ConnectionPool | None = None
+        self._switched: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()  # caller's, autocommit by us
+        self._configured: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+        if isinstance(target, str):
+            self.pool = ConnectionPool(target, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
+                                       configure=self._configure, timeout=timeout, open=False,
+                                       name="eventckpt")
+            try:
+                self.pool.open(wait=True, timeout=timeout)
+            except psycopg.Error as exc:
+                self.pool.close()
+                raise translate(exc, f"opening {self.target}") from None
+        elif isinstance(target, ConnectionPool):
+            self.pool = target
+        else:
+            if not target.autocommit:
+                raise errors.InvalidArgumentError(
+                    "target", self.target, "a connection given to eventckpt must have autocommit=True"
+                    " (eventckpt's commits are single statements; it never commits a transaction it did not begin)")
+            self.conn = target
+            self._configure(target)
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Set up every connection the same way (settings bound as parameters, never SQL text)."""
+        for name, value in self.settings.items():
+            conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+
+    def _checkout(self) -> psycopg.Connection[Any]:
+        assert self.pool is not None
+        try:
+            conn = self.pool.getconn(timeout=self.timeout)
+        except psycopg.Error as exc:
+            raise translate(exc, self.target, committed=False) from None
+        if not conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            conn.autocommit = True  # a caller's pool: restored at check-in
+            self._switched.add(conn)
+        if not self._owned and conn not in self._configured:
+            self._configure(conn)
+            self._configured.add(conn)
+        return conn
+
+    def _checkin(self, conn: psycopg.Connection[Any]) -> None:
+        assert self.pool is not None
+        if conn in self._switched and not conn.broken and not conn.closed:
+            conn.autocommit = False
+            self._switched.discard(conn)
+        self.pool.putconn(conn)
+
+    @contextmanager
+    def acquire(self) -> Iterator[Journal]:
+        if self.pool is None:
+            with self._lock:
+                assert self.conn is not None
+                yield PostgresJournal(self.conn, self.target, None)
+            return
+        journal = PostgresJournal(self._checkout(), self.target, self)
+        try:
+            yield journal
+        finally:
+            self._checkin(journal.conn)
+
+    def replace(self, conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+        """Give a dropped connection back (the pool discards it) and take a working one. When one dropped,
+        the others idle in the pool probably did too (a server restart): they are checked first, once,
+        instead of on every checkout."""
+        self._checkin(conn)
+        assert self.pool is not None
+        self.pool.check()
+        return self._checkout()
+
+    def close(self) -> None:
+        if self._owned and self.pool is not None:
+            self.pool.close()
+
+
+def connect(target: Any, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False,
+            pool_size: int = 10, create: bool = True) -> PostgresBackend:
+    """Open the store in a PostgreSQL database, creating its schema (`eventckpt`) on first use.
+
+    durability: "full" forces synchronous_commit=on (every acknowledged commit is flushed to the server's
+        WAL); "normal" keeps the server's setting (on by default).
+    timeout: seconds to wait for a connection, and for another writer's lock, before an error.
+    """
+    settings = {"lock_timeout": f"{int(timeout * 1000)}ms", "application_name": "eventckpt"}
+    if durability == "full":
+        settings["synchronous_commit"] = "on"
+    if readonly:
+        settings["default_transaction_read_only"] = "on"
+    backend = PostgresBackend(target, timeout=timeout, settings=settings, pool_size=pool_size)
+    try:
+        with backend.acquire() as journal:
+            assert isinstance(journal, PostgresJournal)
+            migrate(journal.conn, backend.target, readonly=readonly, create=create)
+    except BaseException:
+        backend.close()
+        raise
+    return backend

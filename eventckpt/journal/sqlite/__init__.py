@@ -1,0 +1,108 @@
+"""The SQLite journal (apsw): one file, the embedded default.
+
+Every connection is set up the same way (WAL, busy timeout, foreign keys, synchronous by durability);
+the schema (schema/NNN_*.sql) is applied by a `user_version` ladder in one transaction; driver errors are
+translated into eventckpt's errors in engine.py and nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import apsw
+
+from ... import errors
+from ..contract import Backend, Journal
+from .engine import APPLICATION_ID, DURABILITY, SCHEMA_VERSION, identity, schema_files, translate
+from .langgraph import LangGraphTables
+from .queries import RESHAPING, Queries
+from .tables import Tables
+
+__all__ = ["APPLICATION_ID", "DURABILITY", "RESHAPING", "SCHEMA_VERSION", "SqliteBackend", "SqliteJournal", "connect",
+           "schema_files"]
+
+
+class SqliteJournal(Tables, LangGraphTables, Queries, Journal):
+    """SQL access to one eventckpt file over one apsw connection."""
+
+    kind = "sqlite"
+
+
+class SqliteBackend(Backend):
+    """One connection to one file; threads take turns on it (SQLite has one writer at a time anyway, and
+    an apsw connection's transaction belongs to the whole connection)."""
+
+    kind = "sqlite"
+
+    def __init__(self, journal: SqliteJournal) -> None:
+        super().__init__()
+        self.journal = journal
+        self.target = journal.path
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def acquire(self) -> Iterator[Journal]:
+        with self._lock:
+            yield self.journal
+
+    def close(self) -> None:
+        with self._lock:
+            self.journal.close()
+
+
+def connect(
+    path: str, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False, vfs: str | None = None,
+    create: bool = True,
+) -> SqliteBackend:
+    """Open (creating when allowed) an eventckpt file. A foreign or newer file is refused untouched.
+
+    Without `create` (always when `readonly`), a missing or empty file raises StoreNotFoundError and is
+    left as it was: nothing is created or written.
+
+    `vfs` names a registered SQLite VFS (an apsw.VFS subclass, e.g. a fault-injecting one in tests);
+    None is SQLite's default.
+    """
+    memory = path == ":memory:"
+    create = create and not readonly
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    if create:
+        flags |= apsw.SQLITE_OPEN_CREATE
+    if vfs is not None and vfs not in apsw.vfs_names():
+        raise errors.InvalidArgumentError("vfs", vfs, f"is not a registered SQLite VFS {apsw.vfs_names()}")
+    try:
+        conn = apsw.Connection(path, flags=flags, vfs=vfs)
+    except apsw.CantOpenError as exc:
+        if not create and not memory and not os.path.exists(path):
+            raise errors.StoreNotFoundError(path, "no such file: there is no store to read") from None
+        raise translate(exc, f"opening {path}") from None
+    except apsw.Error as exc:
+        raise translate(exc, f"opening {path}") from None
+    try:
+        conn.set_busy_timeout(int(timeout * 1000))
+        app_id, user_version, fresh = identity(conn, path)
+        if fresh and not create and not memory:
+            raise errors.StoreNotFoundError(path, "the file is empty: there is no store to read")
+        if readonly and user_version < SCHEMA_VERSION:
+            raise errors.SchemaError(path, "a read-only store must already hold the current schema")
+        if not readonly:
+            if fresh:
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # must precede WAL and the first table
+            if not memory:
+                conn.execute("PRAGMA journal_mode = WAL").fetchall()
+        conn.execute(DURABILITY[durability])
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA cache_size = -32768")  # 32 MiB: restores of long streams stay in memory
+        conn.execute("PRAGMA temp_store = MEMORY")
+        journal = SqliteJournal(conn, path)
+        if not readonly and user_version < SCHEMA_VERSION:
+            journal.migrate()
+        return SqliteBackend(journal)
+    except apsw.Error as exc:
+        conn.close()
+        raise translate(exc, f"opening {path}") from None
+    except BaseException:
+        conn.close()
+        raise

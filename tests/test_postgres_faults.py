@@ -1,0 +1,144 @@
+"""Faults on PostgreSQL, with real processes and a real server: a client SIGKILLed mid-commit, and the
+server crashed (`pg_ctl stop -m immediate`) and restarted mid-workload. Every acknowledged version
+restores exactly, nothing half-written is visible, and clients carry on without a restart of their own
+process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import eventckpt
+
+from .engines import TARGETS
+
+# A writer: step i appends i to `log`, sets `step` and adds 1 to `n`, with the checkpoint id "step-i" as
+# its idempotency key; it prints "ack VERSION STEP" once a commit returned. When the connection drops and
+# nobody can tell whether its last commit landed, the retry of the same step finds out (the id is taken).
+WRITER = """
+import sys, time, eventckpt
+url, stream, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with eventckpt.open(url, timeout=60) as store:
+    task = store.stream(stream)
+    start = task.version + 1
+    for i in range(start, steps + 1):
+        while True:
+            try:
+                with task.transaction(checkpoint_id=f"step-{i}") as tx:
+                    tx.append("log", i)
+                    tx.set("step", i)
+                    tx.incr("n")
+                version = tx.checkpoint.version
+                break
+            except eventckpt.DuplicateCheckpointIdError:  # an earlier try of this step did land
+                version = task.find(f"step-{i}").version
+                break
+            except eventckpt.StoreUnavailableError:
+                time.sleep(0.05)
+        print("ack", version, i, flush=True)
+"""
+
+
+def expected(version: int) -> dict[str, Any]:
+    return {"log": list(range(1, version + 1)), "step": version, "n": version} if version else {}
+
+
+def check_store(url: str, stream: str, acked: dict[int, int]) -> int:
+    """Every acknowledged version holds its step's state; the versions are dense; verify finds nothing."""
+    with eventckpt.open(url) as store:
+        task = store.stream(stream)
+        head = task.version
+        assert task.list_versions() == list(range(1, head + 1))  # nothing half-written, no hole
+        for version, step in acked.items():
+            assert version == step and task.state(version) == expected(version), version
+        assert head in (max(acked, default=0), max(acked, default=0) + 1)  # at most the unacknowledged one more
+        assert task.state() == expected(head) and head >= max(acked, default=0)
+        assert store.verify().ok, store.verify().problems
+        return head
+
+
+def acks(out: str) -> dict[int, int]:
+    return {int(v): int(s) for v, s in (line.split()[1:] for line in out.splitlines() if line.startswith("ack"))}
+
+
+def test_clients_sigkilled_mid_commit_leave_only_whole_versions(pg_target: str) -> None:
+    """Writers killed at random moments, and one killed while its commit statement is in flight (held
+    behind a tree lock), leave whole versions only; a new writer carries on from the last one."""
+    acked: dict[int, int] = {}
+    for round_ in range(6):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, pg_target, "w", "100000"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline()]  # it is running: the first commit of this round returned
+        if round_ == 5:  # mid-commit: its statement waits on the tree's row lock when it is killed
+            with eventckpt.open(pg_target) as holder, holder.core.session() as journal, journal.write():
+                journal.lock_tree(journal.stream("w").tree_id)
+                time.sleep(0.5)
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(30)
+        else:
+            time.sleep(0.1 + 0.15 * round_)
+            proc.send_signal(signal.SIGKILL)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == -signal.SIGKILL, (proc.returncode, err)
+        new = acks("".join(lines) + out)
+        assert new, (round_, lines, err)  # this round committed something before it was killed
+        check_store(pg_target, "w", {v: new[v] for v in sorted(new)[-50:]})  # this round's last acks
+        acked.update(new)
+    assert len(acked) > 20
+
+
+STEPS = 1500  # enough that both writers are still going when the server goes down
+
+
+def test_a_server_crash_mid_workload(pg_target: str) -> None:
+    """Two writers keep going while the server is stopped with `pg_ctl stop -m immediate` and restarted:
+    they reconnect by themselves, every acknowledged version is there exactly, and nothing half-written
+    is visible."""
+    server = TARGETS.server()
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, pg_target, f"w{i}", str(STEPS)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    lines: list[list[str]] = [[], []]
+
+    def read(i: int) -> None:
+        for line in procs[i].stdout:  # type: ignore[union-attr]
+            lines[i].append(line)
+        procs[i].wait(600)
+
+    readers = [threading.Thread(target=read, args=(i,)) for i in range(2)]
+    for t in readers:
+        t.start()
+    while min(len(x) for x in lines) < 20:  # both are well under way
+        time.sleep(0.05)
+    server.stop("immediate")
+    at_crash = [len(x) for x in lines]
+    time.sleep(1.0)
+    server.restart()
+    for t in readers:
+        t.join(600)
+    assert all(n < STEPS for n in at_crash), at_crash  # the crash came mid-workload
+    outputs = ["".join(x) for x in lines]
+    assert [p.returncode for p in procs] == [0, 0], [p.stderr.read() for p in procs]  # type: ignore[union-attr]
+    for i in range(2):
+        acked = acks(outputs[i])
+        assert sorted(acked) == list(range(1, STEPS + 1))  # every step acknowledged once, in order
+        sample = {v: acked[v] for v in range(1, STEPS + 1, 37)} | {STEPS: STEPS}
+        assert check_store(pg_target, f"w{i}", sample) == STEPS
+
+
+def test_a_store_in_this_process_survives_a_server_restart(pg_target: str) -> None:
+    """An open Store keeps working after the server restarted under it: the next calls reconnect."""
+    server = TARGETS.server()
+    with eventckpt.open(pg_target, timeout=60) as store:
+        task = store.stream("t")
+        task.save({"n": 1})
+        server.stop("immediate")
+        server.restart()
+        assert task.state() == {"n": 1}
+        task.save({"n": 2})
+        assert task.version == 2 and os.getpid() == os.getpid()

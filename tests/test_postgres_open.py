@@ -1,0 +1,160 @@
+"""Opening a store on PostgreSQL: by URL, by a psycopg connection or pool; the schema ladder inside a
+caller's transaction and under concurrent first use by many processes; foreign and newer schemas refused
+untouched; read-only stores."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+
+import eventckpt
+from eventckpt.journal.postgres import SCHEMA_VERSION
+
+from .engines import TARGETS
+
+
+@pytest.fixture
+def empty_db() -> Iterator[str]:
+    """The URL of a database with no eventckpt schema at all."""
+    server = TARGETS.server()
+    name = f"empty_{id(object())}"
+    TARGETS.admin(f"CREATE DATABASE {name}")
+    yield server.url(name)
+    TARGETS.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def schema_of(url: str) -> list[tuple[str, str]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = 'eventckpt'"
+                            " ORDER BY 1").fetchall()
+
+
+def test_a_url_creates_the_schema_and_works(empty_db: str) -> None:
+    """The first open of a URL applies every rung; the store then saves and reads like a file."""
+    with eventckpt.open(empty_db) as store:
+        store.stream("t").save({"a": 1})
+        assert store.stream("t").state() == {"a": 1} and store.core.backend.kind == "postgresql"
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        assert conn.execute("SELECT schema_version FROM eventckpt.store_info").fetchone() == (SCHEMA_VERSION,)
+    assert {"checkpoints", "changes", "path_history", "lineage", "stream_heads"} <= {n for n, _ in schema_of(empty_db)}
+
+
+def test_a_connection_and_a_pool_are_accepted(pg_target: str) -> None:
+    """A psycopg connection (autocommit) and a psycopg_pool pool the caller owns both work, and closing
+    the store leaves them open for their owner."""
+    with psycopg.connect(pg_target, autocommit=True) as conn:
+        with eventckpt.open(conn) as store:
+            store.stream("c").save({"via": "connection"})
+        assert not conn.closed and conn.execute("SELECT 1").fetchone() == (1,)
+    with ConnectionPool(pg_target, min_size=1, max_size=3, open=True) as pool:  # connections not in autocommit
+        with eventckpt.open(pool) as store:
+            store.stream("p").save({"via": "pool"})
+            assert store.stream("c").state() == {"via": "connection"}
+        with pool.connection() as conn:
+            assert conn.autocommit is False  # given back as it was lent
+    with eventckpt.open(pg_target) as store:
+        assert store.streams() == ["c", "p"]
+
+
+def test_a_connection_without_autocommit_is_refused(empty_db: str) -> None:
+    """A connection that is not in autocommit mode is refused with a clear error, and nothing is created."""
+    with psycopg.connect(empty_db) as conn:
+        with pytest.raises(eventckpt.InvalidArgumentError, match="autocommit"):
+            eventckpt.open(conn)
+    assert schema_of(empty_db) == []
+
+
+def test_the_ladder_works_inside_the_callers_transaction(empty_db: str) -> None:
+    """Opened on a connection inside the caller's transaction, the schema is applied in a savepoint of it:
+    the caller's rollback takes it away again, and a later open applies it for good."""
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        with pytest.raises(RuntimeError):
+            with conn.transaction():
+                conn.execute("CREATE TABLE public.callers_own (x int)")
+                eventckpt.open(conn).close()
+                assert conn.execute("SELECT to_regclass('eventckpt.versions') IS NOT NULL").fetchone() == (True,)
+                raise RuntimeError("the caller rolls back")
+    assert schema_of(empty_db) == []
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        with conn.transaction():
+            with eventckpt.open(conn) as store:
+                store.stream("t").save({"inside": True})
+    with eventckpt.open(empty_db) as store:
+        assert store.stream("t").state() == {"inside": True}
+
+
+FIRST_USE = """
+import sys, eventckpt
+with eventckpt.open(sys.argv[1]) as store:
+    store.stream("p" + sys.argv[2]).save({"n": int(sys.argv[2])})
+"""
+
+
+def test_concurrent_first_use_by_many_processes(empty_db: str) -> None:
+    """Eight processes opening a fresh database at once all succeed; the schema is applied once."""
+    procs = [subprocess.Popen([sys.executable, "-c", FIRST_USE, empty_db, str(i)], stderr=subprocess.PIPE, text=True)
+             for i in range(8)]
+    errors = [(p.wait(120), p.stderr.read()) for p in procs]  # type: ignore[union-attr]
+    assert [e for e in errors if e[0] != 0] == []
+    with eventckpt.open(empty_db) as store:
+        assert sorted(store.streams()) == [f"p{i}" for i in range(8)]
+        assert store.core.session().__enter__().schema_version() == SCHEMA_VERSION
+
+
+def test_a_foreign_eventckpt_schema_is_refused_untouched(empty_db: str) -> None:
+    """A database whose `eventckpt` schema holds someone else's tables is refused and not modified."""
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA eventckpt")
+        conn.execute("CREATE TABLE eventckpt.theirs (x int)")
+    before = schema_of(empty_db)
+    with pytest.raises(eventckpt.ForeignFileError):
+        eventckpt.open(empty_db)
+    assert schema_of(empty_db) == before
+
+
+def test_a_newer_store_is_refused_untouched(pg_target: str) -> None:
+    """A store written by a newer eventckpt (a higher schema version) is refused and not modified."""
+    with psycopg.connect(pg_target, autocommit=True) as conn:
+        conn.execute("UPDATE eventckpt.store_info SET schema_version = schema_version + 1")
+    try:
+        with pytest.raises(eventckpt.NewerSchemaError):
+            eventckpt.open(pg_target)
+    finally:
+        with psycopg.connect(pg_target, autocommit=True) as conn:
+            conn.execute("UPDATE eventckpt.store_info SET schema_version = schema_version - 1")
+
+
+def test_a_read_only_store_reads_and_refuses_writes(pg_target: str) -> None:
+    """readonly=True reads every version and refuses any write with ReadOnlyStoreError."""
+    with eventckpt.open(pg_target) as store:
+        store.stream("t").save({"a": 1})
+    with eventckpt.open(pg_target, readonly=True) as store:
+        assert store.stream("t").state() == {"a": 1}
+        with pytest.raises(eventckpt.ReadOnlyStoreError):
+            store.stream("t").save({"a": 2})
+        with pytest.raises(eventckpt.ReadOnlyStoreError):
+            store.stream("t").fork(task_id="f")
+    with eventckpt.open(pg_target) as store:
+        assert store.streams() == ["t"] and store.stream("t").version == 1
+
+
+def test_a_read_only_open_of_an_empty_database_creates_nothing(empty_db: str) -> None:
+    """A read-only open of a database without the schema is an error and creates nothing."""
+    with pytest.raises(eventckpt.SchemaError):
+        eventckpt.open(empty_db, readonly=True)
+    assert schema_of(empty_db) == []
+
+
+def test_the_path_shown_hides_the_password(pg_target: str) -> None:
+    """Store.path (and every error message) names the database without its password."""
+    with psycopg.connect(pg_target, autocommit=True) as conn:
+        conn.execute("ALTER USER eventckpt PASSWORD 'hunter2'")  # trust auth: accepted and ignored
+    with_password = pg_target.replace("eventckpt@", "eventckpt:hunter2@")
+    with eventckpt.open(with_password) as store:
+        assert "hunter2" not in store.path and "hunter2" not in repr(store)
+        assert store.path.startswith("postgresql://eventckpt@127.0.0.1:")
