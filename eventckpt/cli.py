@@ -6,6 +6,7 @@ JSON with --json, and reports an error as one line with a non-zero exit status, 
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
@@ -488,6 +489,34 @@ def sql(path: str, query: str, as_json: bool) -> None:
         emit_json([dict(zip(columns, row)) for row in rows])
     elif columns:
         table(columns, rows, header=True)
+
+
+# -- the viewer ---------------------------------------------------------------------------------------
+
+
+@main.command()
+@STORE
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The address to listen on (anything but 127.0.0.1/localhost shares the store with your network).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="The port; 0 picks a free one.")
+@click.option("--open", "open_browser", is_flag=True, help="Open the viewer in your web browser.")
+@click.option("-v", "--verbose", is_flag=True, help="Log every request on stderr.")
+def serve(path: str, host: str, port: int, open_browser: bool, verbose: bool) -> None:
+    """Look at the store in a web browser: every stream and its forks, a stream's timeline, the state at any
+    version as a tree, its events and diff, any two versions compared, a path's history, and search.
+
+    The store is opened read-only: nothing the viewer does can change it. Runs until Ctrl-C.
+
+    Example: eventckpt serve agent.db --port 0 --open
+    """
+    from .serve import run
+
+    try:
+        run(path, host, port, open_browser=open_browser, echo=click.echo, verbose=verbose)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise click.ClickException(f"port {port} on {host} is in use: pick another with --port (0: any free one)") from None
+        raise
 
 
 # -- demo ---------------------------------------------------------------------------------------------

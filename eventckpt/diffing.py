@@ -276,11 +276,12 @@ class _Differ:
             out.extend([_Appended(ADDED, path + (length + i,), run_b, i) for i in range(grown_b)])
         elif not grown_b:
             out.extend([_Appended(REMOVED, path + (length + i,), run_a, i) for i in range(grown_a)])
-        else:
-            items_a, items_b = run_a.items(), run_b.items()
-            for i in range(max(grown_a, grown_b)):
-                _compare(path + (length + i,), items_a[i] if i < grown_a else MISSING,
-                         items_b[i] if i < grown_b else MISSING, out)
+        else:  # items both sides appended are compared; the rest of the longer run is read when asked
+            shared = min(grown_a, grown_b)
+            for i in range(shared):
+                _compare(path + (length + i,), run_a.item(i), run_b.item(i), out)
+            out.extend([_Appended(REMOVED, path + (length + i,), run_a, i) for i in range(shared, grown_a)])
+            out.extend([_Appended(ADDED, path + (length + i,), run_b, i) for i in range(shared, grown_b)])
 
     def _event(self, side: _Side, pos: tuple[int, int]) -> tuple[str, str, str | None]:
         owner = next(s for s in side.segments if s.lo <= pos[0] <= s.hi)
@@ -463,12 +464,11 @@ class _Appended(Change):
 
     @property
     def old(self) -> Any:
-        return self._run.items()[self._index] if self.kind == REMOVED else None
+        return self._run.item(self._index) if self.kind == REMOVED else None
 
     @property
     def new(self) -> Any:
-        return self._run.items()[self._index] if self.kind == ADDED else None
-
+        return self._run.item(self._index) if self.kind == ADDED else None
 
 
 class _Run:
@@ -477,6 +477,24 @@ class _Run:
     def __init__(self, core: Core, segments: Sequence[Segment], path: str, after: int, upto: int) -> None:
         self.core, self.segments, self.path, self.after, self.upto = core, list(segments), path, after, upto
         self._items: list[Any] | None = None
+        self._windows: dict[int, list[Any]] = {}
+
+    WINDOW = 256  # items read at once by item(): a page of a long diff reads its own items, not the run
+
+    def item(self, index: int) -> Any:
+        """One item of the run, read with the window of items around it (the whole run when the run
+        holds extends, whose events are not one item each)."""
+        if self._items is not None:
+            return self._items[index]
+        first = index - index % self.WINDOW
+        window = self._windows.get(first)
+        if window is None:
+            with self.core.session() as journal:
+                values = journal.appended(self.segments, self.path, (self.after, 2**62), self.upto, first, self.WINDOW)
+            if values is None:
+                return self.items()[index]
+            window = self._windows[first] = self.core.codec.decode_many(values)
+        return window[index - first]
 
     def items(self) -> list[Any]:
         if self._items is None:

@@ -13,7 +13,7 @@ import orjson
 from .checkpoint import Checkpoint, parse_time
 from .codec import Codec, quiet_gc
 from .diffing import MISSING, descend, equal, list_length, value_at
-from .errors import InvalidArgumentError, StreamNotFoundError
+from .errors import InvalidArgumentError, StreamNotFoundError, VersionNotFoundError
 from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamKey, StreamRow
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
 from .paths import Path, addressable, from_text, normalize, to_text
@@ -263,3 +263,51 @@ def ancestor_value(journal: Journal, codec: Codec, segments: list[Segment], part
     if row.op == SET or row.op == TRUNCATE:
         return value_at(journal, codec, segments, parts, row.version)
     return MISSING
+
+
+class VersionSize(NamedTuple):
+    """How much one version wrote: its events and their values' bytes."""
+
+    version: int
+    events: int
+    bytes: int
+
+
+def sizes(core: Core, task_id: str, since: int, until: int | None, limit: int | None) -> list[VersionSize]:
+    """See CheckpointStore.sizes."""
+    check_limit("since", since, 0)
+    check_limit("until", until, 0)
+    check_limit("limit", limit, 0)
+    with core.session() as journal, journal.read():
+        found = journal.stream_and_head(task_id)
+        if found is None:
+            raise StreamNotFoundError(task_id)
+        row, head = found
+        until = head if until is None else min(until, head)
+        if limit == 0 or until < since:
+            return []
+        segments = core.segments(journal, row, until)
+        return [VersionSize(*r) for r in journal.version_sizes(segments, since, until, limit)]
+
+
+def events(core: Core, task_id: str, version: int, limit: int | None) -> list[HistoryEntry]:
+    """See CheckpointStore.events."""
+    if type(version) is not int:
+        raise InvalidArgumentError("version", version, "must be an int")
+    check_limit("limit", limit, 0)
+    with core.session() as journal, journal.read():
+        found = journal.stream_and_head(task_id)
+        if found is None:
+            raise StreamNotFoundError(task_id)
+        row, head = found
+        chain = core.lineage(journal, row)
+        owner = core.owner(journal, row, version) if 1 <= version <= head else None
+        vrow = journal.version_row(owner, version) if owner else None
+        if vrow is None:
+            raise VersionNotFoundError(task_id, version, head)
+        rows = journal.events_of(owner, version)[:limit]
+    name = next(r.name for r in chain if r.id == owner.stream_id)
+    values = core.codec.decode_many([value if value is not None else "null" for _, _, value in rows])
+    created = _parse_time(vrow.created_at)
+    return [HistoryEntry(name, version, seq, op, from_text(path), None if op == DELETE else value, created)
+            for seq, ((op, path, _), value) in enumerate(zip(rows, values))]

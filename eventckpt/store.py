@@ -7,13 +7,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any
 
-from . import query, transfer
+from . import overview, query, transfer
 from .checks import check_task_id
 from .checkpoint import Checkpoint
 from .codec import Codec
 from .core import Core
 from .errors import InvalidArgumentError, StoreClosedError, StreamInUseError
 from .journal import DURABILITY, connect, is_postgres
+from .overview import StreamSummary
 from .paths import encodable
 from .snapshot import SnapshotPolicy
 from .stream import CheckpointStore
@@ -171,6 +172,17 @@ class Store:
         first. Each is reported once, under the stream that stores it. Indexed for a name and for str/int
         metadata values; other metadata values alone read every version row."""
         return query.search(self.core, name, metadata, limit)
+
+    def summaries(self, limit: int = 100, *, before: str | None = None) -> list[StreamSummary]:
+        """A page of streams, newest first: `StreamSummary(task_id, head, parent, tree, created_at,
+        updated_at, token_usage)` for at most `limit` streams created before stream `before` (all
+        when None). Indexed: costs O(limit), however many streams the store holds."""
+        return overview.summaries(self.core, limit, before)
+
+    def tree(self, task_id: str, *, limit: int | None = None) -> list[StreamSummary]:
+        """The streams of `task_id`'s stream tree (its root and every fork below it, at most `limit`),
+        oldest first, as `summaries()` gives them."""
+        return overview.tree(self.core, task_id, limit)
 
     def verify(self, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
         """Check the whole store: every version's checksum chain, every snapshot against a replay of the

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from . import diffing, ops, query, retention
+from . import diffing, ops, partial, query, retention
 from .checkpoint import Checkpoint, ForkOrigin, format_time, utc_now
 from .checks import added, check_added, check_new_name, check_options, check_task_id, check_usage, check_version
 from .commit import commit
-from .errors import EventCkptError, InvalidArgumentError, SerializationError, StreamNotFoundError, VersionNotFoundError
+from .errors import (EventCkptError, InvalidArgumentError, PathError, SerializationError, StreamNotFoundError,
+                     VersionNotFoundError)
 from .journal import Journal, StreamKey, StreamRow, VersionRow
 from .mixin import Migrations
 from .mixin import restore as restore_object
@@ -26,7 +27,7 @@ from .transaction import Transaction
 
 if TYPE_CHECKING:
     from .diffing import Diff
-    from .query import HistoryEntry
+    from .query import HistoryEntry, VersionSize
     from .store import Store
 
 
@@ -279,11 +280,19 @@ class CheckpointStore:
         metadata: Mapping[str, Any] | None = None,
         expected_version: int | None = None,
         checkpoint_id: str | None = None,
+        appends: Mapping[str, tuple[int, list[Any]]] | None = None,
+        edits: Sequence[ops.Event] = (),
+        created_at: str | None = None,
     ) -> Checkpoint:
         """Commit the head state with the top-level keys in `changes` replaced, as the next version;
-        with `keep`, every other key of the head that is not in `keep` is removed. Only the keys in
-        `changes` are compared with the head, so the cost is the size of what the caller says changed
-        however large the rest of the state is; a changed list that grew at its end is one append.
+        with `keep`, every other key of the head that is not in `keep` (or `appends`) is removed. Only
+        the keys in `changes` are compared with the head, so the cost is the size of what the caller
+        says changed however large the rest of the state is; a changed list that grew at its end is one
+        append. `appends` maps a key holding a list to (its length the caller knows, items to append):
+        the items are appended without comparing anything, and a key holding anything else than a list
+        of that length is a PathError. `edits` are events below kept keys (a dict's key set or deleted),
+        applied as they are once checked to fit the head (else PathError). `created_at` (eventckpt's
+        stored form, `...Z`) is the version's time instead of now.
 
         Every change below a key in `plain` must be plain JSON (`Codec.is_plain`), else
         SerializationError and nothing is written: a caller that encodes other values its own way
@@ -292,13 +301,31 @@ class CheckpointStore:
         kept = None if keep is None else set(keep)
         if kept is not None and any(type(k) is not str for k in kept):
             raise InvalidArgumentError("keep", keep, "must be an iterable of top-level keys (str)")
+        grown = dict(appends or {})
+        if any(k in state for k in grown):
+            raise InvalidArgumentError("appends", appends, "a key cannot be both changed and appended to")
+        if created_at is not None and (type(created_at) is not str or not created_at.endswith("Z")):
+            raise InvalidArgumentError("created_at", created_at, "must be a UTC time in eventckpt's form (...Z)")
         codec = self.core.codec
         plain_keys = set(plain)
 
         def events(head: dict[str, Any]) -> list[ops.Event]:
             out = [] if kept is None else [
-                ops.Event(ops.DELETE, (k,)) for k in head if k not in state and k not in kept
+                ops.Event(ops.DELETE, (k,)) for k in head if k not in state and k not in kept and k not in grown
             ]
+            for key, (length, items) in grown.items():
+                found = head.get(key)
+                if type(found) is not list or len(found) != length:
+                    shown = f"{len(found)} items" if type(found) is list else f"a {type(found).__name__}"
+                    raise PathError((key,), f"holds {shown}, not the list of {length} items to append to")
+                if items:
+                    out.append(ops.Event(ops.APPEND, (key,), items[0]) if len(items) == 1
+                               else ops.Event(ops.EXTEND, (key,), items))
+            for event in edits:
+                if len(event.path) < 2 or event.path[0] in state:
+                    raise PathError(event.path, "an edit must lie below a key that is not also changed")
+                ops.resolve(head, event.op, event.path)
+                out.append(event)
             out.extend(ops.diff({k: head[k] for k in state if k in head}, state))
             if plain_keys:
                 for event in out:
@@ -307,7 +334,7 @@ class CheckpointStore:
             return out
 
         return commit(self.core, self.task_id, events, False, lambda prev: prev, metadata=metadata, name=None,
-                      auto=False, expected_version=expected_version, checkpoint_id=checkpoint_id)
+                      auto=False, expected_version=expected_version, checkpoint_id=checkpoint_id, created_at=created_at)
 
     # -- agent integrations: objects, rollback on error, retention, tool calls (issue 4) ------------
 
@@ -397,3 +424,33 @@ class CheckpointStore:
         position); items appended over a long range are read on first access of a change's value.
         """
         return diffing.diff(self.core, self.task_id, a, b, live=live)
+
+    # -- reading parts of a state, and what versions wrote (eventckpt/partial.py, eventckpt/query.py) --
+
+    def keys(self, version: int | None = None) -> list[str]:
+        """The top-level keys of the state at `version` (head when None), without reading their values:
+        from the nearest snapshot's manifest and the events after it."""
+        return partial.keys(self.core, self.task_id, version)
+
+    def value(self, path: Any, version: int | None = None, *, start: int | None = None, stop: int | None = None) -> Any:
+        """The value at `path` (a key or a tuple of keys and indices) at `version` (head when None),
+        without restoring the rest of the state; PathError when there is none. With `start`/`stop`, only
+        those items of the list there (a negative `start` without `stop`: the last -start items): for a
+        top-level list only appended to since it was last set (a conversation), only they are read, so
+        the newest messages of a long run cost what they hold."""
+        return partial.value(self.core, self.task_id, path, version, start, stop)
+
+    def length(self, path: Any, version: int | None = None) -> int | None:
+        """The number of items of the list at `path` at `version` (head when None), None when no list is
+        there; counted on the path index without reading the items (for lists only appended to)."""
+        return partial.length(self.core, self.task_id, path, version)
+
+    def sizes(self, since: int = 1, until: int | None = None, *, limit: int | None = None) -> list[VersionSize]:
+        """`VersionSize(version, events, bytes)` of the lineage's versions since..until (head when None),
+        oldest first, at most `limit`: what each version wrote, from the version rows alone."""
+        return query.sizes(self.core, self.task_id, since, until, limit)
+
+    def events(self, version: int, *, limit: int | None = None) -> list[HistoryEntry]:
+        """The events of one version in order (at most `limit`), as `HistoryEntry` rows: what that
+        commit changed, path by path."""
+        return query.events(self.core, self.task_id, version, limit)

@@ -303,6 +303,7 @@ def copy(source: Store, target: Store, progress: Callable[[int, int], None] | No
         copied += import_lines(target, counted(export(source, root.name, forks=True)), None)
     with source.core.session() as journal:
         writes = {(t, ns): journal.langgraph_all_writes(t, ns) for t, ns, _ in namespaces}
+        moved = [m for root in roots for m in journal.langgraph_moved_ids(root.tree_id)]
     with target.core.session() as journal, journal.write():
         for thread_id, ns, root_name in namespaces:
             root = journal.stream(root_name)
@@ -310,4 +311,8 @@ def copy(source: Store, target: Store, progress: Callable[[int, int], None] | No
             journal.langgraph_set_tree(thread_id, ns, root.tree_id)
             for checkpoint_id, task_id, task_path, text in writes[(thread_id, ns)]:
                 journal.langgraph_set_writes(thread_id, ns, checkpoint_id, task_id, task_path, text, replace=True)
+        for name, version, checkpoint_id in moved:  # ids a later put of the same id took away
+            row = journal.stream(name)
+            assert row is not None
+            journal.langgraph_set_moved(row, version, checkpoint_id)
     return Copied(tuple(copied), done - len(rows) - 2 * len(roots))

@@ -138,7 +138,7 @@ class RawSQL:
     def execute(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         if self.kind == "sqlite":
             return self.conn.execute(sql, args).fetchall()
-        cur = self.conn.execute(sql.replace("?", "%s"), args)
+        cur = self.conn.execute(sql.replace("?", "%s"), args) if args else self.conn.execute(sql)
         return [tuple(r) for r in cur.fetchall()] if cur.description else []
 
     def one(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
@@ -153,3 +153,30 @@ class RawSQL:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def run_cli_example(command: str, cwd: Path | str | None = None) -> tuple[int, str]:
+    """Run a README/--help example of the CLI as a real process, as a newcomer would paste it; (exit
+    status, stderr). `eventckpt serve` runs until stopped: it must print its URL and answer there, and is
+    then stopped with SIGTERM (its --open goes to a browser that does nothing)."""
+    import shlex
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    argv = [sys.executable, "-m", "eventckpt", *shlex.split(command)[1:]]
+    if argv[3:4] != ["serve"]:
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stderr
+    env = {**os.environ, "BROWSER": "true"}
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        url = line.split(" at ", 1)[1].split()[0] if " at " in line else ""
+        with urllib.request.urlopen(url + "streams.json", timeout=30) as answer:
+            assert answer.status == 200, (command, answer.status)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    return proc.returncode, err

@@ -27,7 +27,7 @@ from .pgserver import PostgresServer, binaries
 ENGINES = ("sqlite", "postgresql")
 _TEMPLATE = "eventckpt_template"
 _TABLES = ("events", "snapshots", "checkpoint_ids", "tool_calls", "metadata_index", "versions", "stream_names",
-           "streams", "trees", "langgraph_writes", "langgraph_threads")
+           "streams", "trees", "langgraph_writes", "langgraph_threads", "langgraph_moved")
 
 
 class Targets:

@@ -27,3 +27,8 @@ def chain(schema: type, *nodes: tuple[str, Any]) -> StateGraph:
         previous = name
     graph.add_edge(previous, END)
     return graph
+
+
+def extend(state: list[Any], writes: list[list[Any]]) -> list[Any]:
+    """A DeltaChannel reducer: the state and a batch of writes, each a list of items."""
+    return state + [item for batch in writes for item in batch]

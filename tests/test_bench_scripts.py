@@ -35,6 +35,19 @@ def test_query_bench_builds_w_and_checks_the_targets(tmp_path: Path) -> None:
 
 
 def test_langgraph_bench_compares_the_savers(tmp_path: Path) -> None:
-    """langgraph_bench.py runs the same graph on EventCkptSaver and both SqliteSaver set-ups."""
-    out = _run("langgraph_bench.py", "--steps", "15", "--durability", "normal", "--dir", str(tmp_path))
+    """langgraph_bench.py runs W on EventCkptSaver and both SqliteSaver set-ups, W long on EventCkptSaver,
+    and the agent graph, and prints every figure next to its target."""
+    out = _run("langgraph_bench.py", "--steps", "15", "--long", "40", "--invokes", "4", "--durability", "normal",
+               "--dir", str(tmp_path / "lg"))
     assert "EventCkptSaver / SqliteSaver:" in out and "EventCkptSaver / SqliteSaver+DeltaChannel:" in out
+    assert "agent graph with LangChain messages, 4 invokes" in out
+    figures = out.split("figure | value | target | met")[1].strip().splitlines()
+    assert len(figures) == 11 and all(line.endswith(("| yes", "| NO")) for line in figures)
+
+
+def test_serve_bench_times_every_page(tmp_path: Path) -> None:
+    """serve_bench.py builds W, serves it with `eventckpt serve` and prints each page's server time."""
+    out = _run("serve_bench.py", "--steps", "120", "--repeat", "2", "--db", str(tmp_path / "w.db"))
+    for label in ("streams", "version (head)", "diff across the fork", "search by metadata", "list page (middle items)"):
+        assert label in out
+    assert "slowest p95" in out and out.count(" met") + out.count("MISSED") >= 20

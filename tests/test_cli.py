@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import eventckpt
 from eventckpt.cli import main
 
-from .conftest import journal_rows
+from .conftest import run_cli_example, journal_rows
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
@@ -337,6 +337,5 @@ def test_the_readme_table_and_help_examples_work_on_the_demo_file(tmp_path: Path
     helps = {re.search(r"Example: (eventckpt .*)", " ".join((c.help or "").split())).group(1) for c in main.commands.values()}
     assert helps == set(examples)
     for command in ["eventckpt demo agent.db"] + examples:
-        done = subprocess.run([sys.executable, "-m", "eventckpt", *shlex.split(command)[1:]], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, (command, done.stderr)
+        status, err = run_cli_example(command, tmp_path)
+        assert status == 0, (command, err)

@@ -105,3 +105,23 @@ def test_progress_counts_up_to_the_total(tmp_path: Path, pg_target: str) -> None
     calls: list[Any] = []
     eventckpt.copy(source, pg_target, progress=lambda done, total: calls.append((done, total)))
     assert calls[-1][0] == calls[-1][1] and all(a[0] < b[0] for a, b in zip(calls, calls[1:]))
+
+
+def test_moved_checkpoint_ids_travel(tmp_path: Path, pg_target: str) -> None:
+    """A thread whose checkpoint ids were put again (the ids moved to new versions) lists the same ids,
+    values, parents and writes after a copy to PostgreSQL and back."""
+    from .test_langgraph_parity import checkpoint, config, seen
+
+    first, last = tmp_path / "first.db", tmp_path / "last.db"
+    with EventCkptSaver(first) as saver:
+        saver.put(config(), checkpoint("c1", {"a": 1}), {"step": 1}, {"a": 1})
+        saver.put(config("c1"), checkpoint("c2", {"a": 2}, {"a": 2}), {"step": 2}, {"a": 2})
+        saver.put_writes(config("c2"), [("a", "w2")], "task")
+        saver.put(config("c2"), checkpoint("c3", {"a": 3}, {"a": 3}), {"step": 3}, {"a": 3})
+        saver.put(config("c1"), checkpoint("c2", {"a": 20}, {"a": 2}), {"step": 2, "again": True}, {"a": 2})
+        before = seen(saver)
+    eventckpt.copy(first, pg_target)
+    eventckpt.copy(pg_target, last)
+    for target in (pg_target, last):
+        with EventCkptSaver(target) as saver:
+            assert seen(saver) == before, target

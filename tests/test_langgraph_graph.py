@@ -18,7 +18,7 @@ from langgraph.types import Command, interrupt
 
 from eventckpt.langgraph import EventCkptSaver
 from tests.conftest import RawSQL
-from tests.langgraph_graphs import chain, looping
+from tests.langgraph_graphs import chain, extend, looping
 
 
 class Loop(TypedDict):
@@ -185,11 +185,6 @@ def test_async_graph_uses_the_async_methods(saver: EventCkptSaver) -> None:
     state, history = asyncio.run(run())
     assert state.values["step"] == 15 and len(history) == 17
     assert app.get_state(config).values == state.values  # the sync side reads the same checkpoints
-
-
-def extend(state: list, writes: list) -> list:
-    """DeltaChannel's reducer: the state and a batch of writes."""
-    return state + [item for batch in writes for item in batch]
 
 
 class Delta(TypedDict):

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, interrupt
 
 import eventckpt
 from eventckpt.langgraph import EventCkptSaver, maintenance
@@ -162,3 +166,74 @@ def test_prune_refuses_an_unknown_strategy(saver: EventCkptSaver) -> None:
     with pytest.raises(eventckpt.InvalidArgumentError):
         saver.prune(["t"], strategy="keep_some")
     assert journal_rows(saver.store.path) == before
+
+
+class Chat(TypedDict):
+    messages: Annotated[list, add_messages]
+    answer: str
+
+
+def chat_graph() -> Any:
+    """One step runs `agent` (a message) and `ask` (an interrupt) side by side: after the interrupt, the
+    agent's message waits as a pending write of the checkpoint before that step."""
+    def agent(state: Chat) -> dict[str, Any]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"reply {n}", id=f"r{n}")]}
+
+    def ask(state: Chat) -> dict[str, Any]:
+        return {"answer": interrupt("go on?")}
+
+    graph = StateGraph(Chat)
+    graph.add_node("agent", agent)
+    graph.add_node("ask", ask)
+    graph.add_edge(START, "agent")
+    graph.add_edge(START, "ask")
+    graph.add_edge("agent", END)
+    graph.add_edge("ask", END)
+    return graph.compile(checkpointer=None)
+
+
+def writes_by_checkpoint(saver: EventCkptSaver, thread: str) -> dict[str, list[Any]]:
+    return {t.checkpoint["id"]: [w[1:] for w in t.pending_writes]
+            for t in saver.list({"configurable": {"thread_id": thread}})}
+
+
+def test_writes_stored_once_survive_removing_the_checkpoint_they_refer_to(saver: EventCkptSaver) -> None:
+    """A pending write stored as a reference to the next checkpoint's append keeps its value when that
+    checkpoint goes: deleting its run, putting its id again, or copying the thread."""
+    app = chat_graph()
+    app.checkpointer = saver
+    config = {"configurable": {"thread_id": "t"}}
+    for i in range(3):  # each question is one run, each answer (the resume) another
+        app.invoke({"messages": [HumanMessage(f"q{i}", id=f"q{i}")]}, {**config, "metadata": {"run_id": f"ask-{i}"}},
+                   durability="sync")
+        app.invoke(Command(resume=f"yes {i}"), {**config, "metadata": {"run_id": f"answer-{i}"}}, durability="sync")
+    referring = [r for r in journal_rows(saver.store.path)["langgraph_writes"] if '["@",' in r[5]]
+    assert len(referring) >= 3  # the agent's messages, waiting on the interrupted checkpoints
+    before = writes_by_checkpoint(saver, "t")
+    saver.copy_thread("t", "copy")
+    assert writes_by_checkpoint(saver, "copy") == before
+    saver.delete_for_runs([f"answer-{i}" for i in range(3)])  # the checkpoints the references point at
+    for thread in ("t", "copy"):
+        after = writes_by_checkpoint(saver, thread)
+        assert len(after) == len(before) - 3 and all(after[c] == before[c] for c in after)
+        assert sum(w[0] == "messages" for ws in after.values() for w in ws) >= 3
+
+
+def test_putting_a_referred_checkpoint_again_keeps_the_parents_writes(saver: EventCkptSaver) -> None:
+    """Moving a checkpoint id to a new put first gives the writes that referred to its old version their
+    values back."""
+    first = empty_checkpoint()
+    first["channel_values"], first["channel_versions"] = {"m": ["a"]}, {"m": 1}
+    parent = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, first, {"source": "loop"}, {"m": 1})
+    written = ["b"]
+    saver.put_writes(parent, [("m", written)], "task")
+    child = empty_checkpoint()
+    child["channel_values"], child["channel_versions"] = {"m": ["a", *written]}, {"m": 2}
+    saver.put(parent, child, {"source": "loop"}, {"m": 2})  # the list grew by exactly what the task wrote
+    assert '["@",' in journal_rows(saver.store.path)["langgraph_writes"][0][5]
+    again = {**child, "channel_values": {"m": ["z"]}}
+    saver.put(parent, again, {"source": "loop"}, {"m": 2})
+    assert saver.get_tuple(parent).pending_writes == [("task", "m", ["b"])]
+    assert saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "",
+                                             "checkpoint_id": child["id"]}}).checkpoint["channel_values"] == {"m": ["z"]}

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import operator
 import sqlite3
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -16,6 +18,9 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 
 from eventckpt.langgraph import EventCkptSaver
+
+from .conftest import RawSQL
+from tests.langgraph_graphs import extend
 
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -116,16 +121,22 @@ def run(saver: BaseCheckpointSaver) -> dict[str, Any]:
     return out
 
 
-def test_equal_states_at_every_step(tmp_path: Path) -> None:
-    """Streamed values, the whole history (after an interrupt, a resume, an edit of an old checkpoint and
-    a subgraph) and every stored write are equal between SqliteSaver and EventCkptSaver."""
+def on_both(tmp_path: Path, target: str, scenario: Any) -> tuple[Any, Any]:
+    """(what `scenario(saver)` gives on SqliteSaver, what it gives on EventCkptSaver on `target`), each on
+    a new store."""
     conn = sqlite3.connect(tmp_path / "sqlite.db", check_same_thread=False)
     try:
-        expected = run(SqliteSaver(conn))
+        expected = scenario(SqliteSaver(conn))
     finally:
         conn.close()
-    with EventCkptSaver(tmp_path / "eventckpt.db") as saver:
-        got = run(saver)
+    with EventCkptSaver(target) as saver:
+        return expected, scenario(saver)
+
+
+def test_equal_states_at_every_step(tmp_path: Path, store_target: str) -> None:
+    """Streamed values, the whole history (after an interrupt, a resume, an edit of an old checkpoint and
+    a subgraph) and every stored write are equal between SqliteSaver and EventCkptSaver."""
+    expected, got = on_both(tmp_path, store_target, run)
     assert len(expected["streamed"]) >= 15 and len(expected["history"]) >= 15
     assert got["streamed"] == expected["streamed"]
     assert got["history"] == expected["history"]
@@ -133,3 +144,152 @@ def test_equal_states_at_every_step(tmp_path: Path) -> None:
     assert got["pending"] == expected["pending"]
     assert isinstance(got["history"][0]["values"]["stamp"], dt.datetime)
     assert isinstance(got["history"][0]["values"]["tags"], set)
+
+
+# -- an agent loop over several invokes: add_messages (tool calls, replacement by id, RemoveMessage),
+# -- an operator.add list, a plain overwrite channel, parallel writers and interrupts ------------------
+
+
+class Agent(TypedDict):
+    messages: Annotated[list, add_messages]
+    log: Annotated[list, operator.add]
+    status: str
+    turns: Annotated[int, operator.add]
+
+
+def agent_graph() -> StateGraph:
+    def agent(state: Agent) -> dict[str, Any]:
+        n = state["turns"] + 1
+        out: list[Any] = [AIMessage(f"calling {n}", id=f"ai-{n}",
+                                    tool_calls=[{"name": "lookup", "args": {"n": n}, "id": f"call-{n}"}])]
+        if n % 4 == 0:  # replace an earlier message by its id
+            out.append(AIMessage(f"revised {n - 1}", id=f"ai-{n - 1}"))
+        if n % 5 == 0:  # and remove one
+            out.append(RemoveMessage(id=f"tool-{n - 2}"))
+        return {"messages": out, "log": [{"turn": n}], "status": f"agent {n}", "turns": 1}
+
+    def tools(state: Agent) -> dict[str, Any]:
+        call = next(m for m in reversed(state["messages"]) if isinstance(m, AIMessage) and m.tool_calls)
+        return {"messages": [ToolMessage(f"result {c['args']['n']}", tool_call_id=c["id"], id=f"tool-{c['args']['n']}")
+                             for c in call.tool_calls], "status": "tools"}
+
+    def audit(state: Agent) -> dict[str, Any]:  # runs in the same step as tools: two writers of messages
+        return {"messages": [AIMessage(f"audit {state['turns']}", id=f"audit-{state['turns']}")],
+                "log": [{"audit": state["turns"]}]}
+
+    def approve(state: Agent) -> dict[str, Any]:
+        if state["turns"] % 2 == 0:
+            return {"status": interrupt({"turn": state["turns"]})}
+        return {}
+
+    graph = StateGraph(Agent)
+    for name, node in (("agent", agent), ("tools", tools), ("audit", audit), ("approve", approve)):
+        graph.add_node(name, node)
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", "tools")
+    graph.add_edge("agent", "audit")
+    graph.add_edge(["tools", "audit"], "approve")
+    graph.add_conditional_edges("approve", lambda s: "agent" if s["turns"] % 3 else END)
+    return graph
+
+
+def run_agent(saver: BaseCheckpointSaver, reopen: Any = None) -> dict[str, Any]:
+    """Six invokes on one thread, resuming every interrupt; `reopen()` gives a fresh saver half-way."""
+    config = {"configurable": {"thread_id": "agent"}}
+    streamed: list[Any] = []
+    for i in range(6):
+        if i == 3 and reopen is not None:
+            saver = reopen()
+        app = agent_graph().compile(checkpointer=saver)
+        chunks = streamed_values(app, {"messages": [HumanMessage(f"question {i}", id=f"h{i}")], "turns": 0}, config)
+        while app.get_state(config).interrupts:
+            chunks += streamed_values(app, Command(resume=f"approved {i}"), config)
+        streamed.append(chunks)
+    app = agent_graph().compile(checkpointer=saver)
+    return {"streamed": streamed, "history": [snapshot(h) for h in app.get_state_history(config)],
+            "pending": sorted((w[1], repr(w[2])) for t in saver.list(config) for w in (t.pending_writes or [])
+                              if w[1] != "__interrupt__")}
+
+
+def streamed_values(app: Any, payload: Any, config: dict[str, Any]) -> list[Any]:
+    # durability="sync": with LangGraph's default ("async") a put runs while the next step already
+    # updates channel objects the checkpoint shares (a join's set of finished nodes), so what SqliteSaver
+    # stores for a channel the step did not write depends on timing; EventCkptSaver keeps its last value.
+    return streamed(app.stream(payload, config, stream_mode="values", durability="sync"))
+
+
+def test_an_agent_loop_with_real_messages_is_equal_at_every_step(tmp_path: Path, named: dict[str, str]) -> None:
+    """Over six invokes with tool calls, parallel writers, replacement by id, RemoveMessage and interrupts,
+    every streamed state, every checkpoint's state and every pending write equal SqliteSaver's, also
+    after the saver is opened afresh half-way (as a new process would)."""
+    conn = sqlite3.connect(tmp_path / "sqlite.db", check_same_thread=False)
+    try:
+        expected = run_agent(SqliteSaver(conn))
+    finally:
+        conn.close()
+    savers: list[EventCkptSaver] = [EventCkptSaver(named["eventckpt.db"])]
+
+    def reopen() -> EventCkptSaver:
+        savers.append(EventCkptSaver(named["eventckpt.db"]))
+        return savers[-1]
+
+    try:
+        got = run_agent(savers[0], reopen)
+    finally:
+        for s in savers:
+            s.close()
+    history = expected["history"]
+    assert len(history) > 60 and any(h["interrupts"] for h in history)
+    kinds = {type(m).__name__ for h in history for m in h["values"].get("messages", [])}
+    assert kinds == {"HumanMessage", "AIMessage", "ToolMessage"}
+    assert any(m.content.startswith("revised") for m in history[0]["values"]["messages"])
+    assert got["streamed"] == expected["streamed"]
+    assert got["history"] == history
+    assert got["pending"] == expected["pending"]
+
+
+def test_the_stored_messages_are_appends_and_each_is_stored_once(tmp_path: Path, named: dict[str, str]) -> None:
+    """The agent loop's messages are append events (only a step that replaced or removed one edits the
+    list), and a message a task wrote is stored once: its pending write refers to the append."""
+    with EventCkptSaver(named["eventckpt.db"]) as saver:
+        run_agent(saver)
+        path = saver.store.path
+    with RawSQL(path) as raw:
+        ops = dict(raw.execute("SELECT op, count(*) FROM events WHERE path = '$.messages' GROUP BY op"))
+        writes = [w for (text,) in raw.execute("SELECT writes FROM langgraph_writes") for w in json.loads(text)
+                  if w[1] == "messages"]
+        bodies = raw.one("SELECT count(*) FROM events WHERE value LIKE '%calling 7%'")
+    assert ops["append"] + ops["extend"] > 30 and ops["set"] <= 5  # the first, and the 4 removals
+    references = [w for w in writes if type(w[2]) is list and w[2][0] == "@"]
+    assert len(references) > 20 and all(w[3] is None for w in references)
+    assert bodies == 1  # "calling 7" is in the append event only
+
+
+class Deltas(TypedDict):
+    items: Annotated[list, DeltaChannel(extend, snapshot_frequency=3)]
+    n: int
+
+
+def test_a_delta_channel_graph_is_equal_at_every_step(tmp_path: Path, store_target: str) -> None:
+    """A graph whose list is a DeltaChannel (rebuilt from ancestors' writes via get_delta_channel_history)
+    has SqliteSaver's states at every checkpoint, over invokes and after an edit of an old checkpoint."""
+    def node(state: Deltas) -> dict[str, Any]:
+        return {"items": [{"n": state["n"]}], "n": state["n"] + 1}
+
+    def run_deltas(saver: BaseCheckpointSaver) -> list[Any]:
+        graph = StateGraph(Deltas)
+        graph.add_node("node", node)
+        graph.add_edge(START, "node")
+        graph.add_conditional_edges("node", lambda s: END if s["n"] % 7 == 0 else "node")
+        app = graph.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "d"}}
+        app.invoke({"items": [], "n": 0}, config, durability="sync")
+        app.invoke({"n": 1}, config, durability="sync")
+        old = [h for h in app.get_state_history(config) if h.values.get("n") == 4][0]
+        edited = app.update_state(old.config, {"items": [{"edited": True}]})
+        app.invoke(None, edited, durability="sync")
+        return [snapshot(h) for h in app.get_state_history(config)]
+
+    expected, got = on_both(tmp_path, store_target, run_deltas)
+    assert len(expected) > 20 and max(len(h["values"].get("items", [])) for h in expected) >= 10
+    assert got == expected

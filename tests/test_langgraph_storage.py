@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import operator
+import re
 import sqlite3
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -138,11 +142,129 @@ def test_list_costs_the_same_queries_for_10_or_200_checkpoints(tmp_path: Path) -
 
 
 def test_metadata_filters_are_bound_parameters(saver: EventCkptSaver) -> None:
-    """Filter keys and values travel as parameters: SQL in them is data and matches nothing."""
+    """Filter values travel as parameters (SQL in them is data and matches nothing), and a key that is
+    not a metadata path is refused before any SQL runs."""
     config = {"configurable": {"thread_id": "t"}}
     run(saver, 3)
     assert len(list(saver.list(config, filter={"source": "loop"}))) == 4  # steps 0..3
     assert list(saver.list(config, filter={"source": "loop' OR '1'='1"})) == []
-    assert list(saver.list(config, filter={"source') OR 1=1 --": "loop"})) == []
+    with pytest.raises(ValueError, match="Invalid filter key"):  # a key is a path: SqliteSaver's rule
+        list(saver.list(config, filter={"source') OR 1=1 --": "loop"}))
     assert [t.metadata["step"] for t in saver.list(config, filter={"step": 2})] == [2]
     assert len(list(saver.list(None, filter={"parents": {}}))) == 5
+
+
+def test_stream_names_can_be_typed_in_a_shell_and_the_cli(tmp_path: Path) -> None:
+    """A thread's stream is `langgraph:<thread>` (`/<namespace>` when there is one): letters, digits and
+    -_.: as they are, anything else percent-encoded, so every name is unique and needs no quoting."""
+    from eventckpt.langgraph.layout import stream_name
+
+    assert stream_name("t1", "") == "langgraph:t1"
+    assert stream_name("t1", "child:1f0|inner:2a") == "langgraph:t1/child:1f0%7Cinner:2a"
+    odd = ["a b", "x@y", "t~1", "100%", "é", "a/b", '"q"', "[1]", "$(rm)", "a%20b", ""]
+    names = [stream_name(t, "") for t in odd] + [stream_name("a", "b"), stream_name("a", "b/c")]
+    assert len(set(names)) == len(names)
+    assert all(re.fullmatch(r"langgraph:[A-Za-z0-9_.:/%-]*", n) for n in names), names
+    with EventCkptSaver(tmp_path / "names.db") as saver:
+        run(saver, 2, thread="t1")
+        run(saver, 1, thread="user 42@home")
+        streams = saver.store.streams()
+    assert streams == ["langgraph:t1", "langgraph:user%2042%40home"]
+    for ref in ("langgraph:t1@3", "langgraph:user%2042%40home"):
+        shown = subprocess.run([sys.executable, "-m", "eventckpt", "show", str(tmp_path / "names.db"), ref, "--json"],
+                               capture_output=True, text=True, timeout=120)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["values"]["step"] >= 1
+
+
+def test_files_with_the_old_stream_names_keep_working(tmp_path: Path) -> None:
+    """Threads stored under the earlier `langgraph:["<thread>","<ns>"]` names are found, read and continued:
+    the saver finds a thread through langgraph_threads, never by its stream's name."""
+    path = tmp_path / "old.db"
+    with EventCkptSaver(path) as saver:
+        run(saver, 3, thread="t1")
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("""UPDATE streams SET name = 'langgraph:["t1",""]' WHERE name = 'langgraph:t1'""")
+    conn.close()
+    with EventCkptSaver(path) as saver:
+        before = saver.get_tuple({"configurable": {"thread_id": "t1"}})
+        assert before.checkpoint["channel_values"]["step"] == 3 and len(list(saver.list(None))) == 5
+        app = agent_graph(6).compile(checkpointer=saver)
+        assert app.invoke({"log": []}, {"configurable": {"thread_id": "t1"}, "recursion_limit": 20})["step"] == 6
+        assert saver.store.streams() == ['langgraph:["t1",""]']
+        assert saver.store.stream('langgraph:["t1",""]').state()["step"] == 6
+
+
+def test_the_serde_sees_each_message_once(tmp_path: Path) -> None:
+    """A put encodes only the messages a step appended (and its task's writes), never the whole
+    conversation again: the longest list the serde is handed stays at one step's worth."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    lengths: list[int] = []
+
+    class Spy(JsonPlusSerializer):
+        def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+            lengths.append(len(obj) if type(obj) is list else 1)
+            return super().dumps_typed(obj)
+
+    with EventCkptSaver(tmp_path / "spy.db", serde=Spy()) as saver:
+        final = run(saver, 40)
+        assert len(final["messages"]) == 41
+        assert len(lengths) > 40 and max(lengths) <= 2
+
+
+def test_the_newest_checkpoint_is_read_from_memory_as_fresh_objects(saver: EventCkptSaver) -> None:
+    """Reading a thread's newest checkpoint runs one query and no restore, and hands out new objects each
+    time: changing what one read returned changes neither the store nor the next read."""
+    run(saver, 12)
+    config = {"configurable": {"thread_id": "t"}}
+    first = saver.get_tuple(config)
+    statements: list[str] = []
+    conn = saver.store.core.backend.journal.conn
+    conn.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
+    second = saver.get_tuple(config)
+    conn.exec_trace = None
+    assert len(statements) == 1 and "langgraph_writes" in statements[0]
+    values = first.checkpoint["channel_values"]
+    assert values == second.checkpoint["channel_values"] and values["messages"] is not second.checkpoint[
+        "channel_values"]["messages"]
+    values["messages"][1].content = "changed"
+    values["messages"].append(AIMessage("extra", id="x"))
+    values["settings"]["model"] = "other"
+    third = saver.get_tuple(config).checkpoint["channel_values"]
+    with EventCkptSaver(saver.store.path) as fresh:
+        assert third == fresh.get_tuple(config).checkpoint["channel_values"] == second.checkpoint["channel_values"]
+    assert third["messages"][1].content == "answer 1" and len(third["messages"]) == 13
+
+
+def test_reading_the_newest_checkpoint_while_a_graph_runs_sees_whole_states(saver: EventCkptSaver) -> None:
+    """Readers on other threads always get a whole checkpoint from the cache, however the puts of a running
+    graph grow it: every read's log holds exactly one line per step of that checkpoint, and a cached
+    checkpoint read after later puts grew its bytes in place still holds only its own items."""
+    run(saver, 3)
+    first = saver.get_tuple({"configurable": {"thread_id": "t"}})
+    stream_id = saver.store.core.backend.journal.stream("langgraph:t").id
+    cached = saver._heads.get(stream_id, saver.store.stream("langgraph:t").version)
+    done = threading.Event()
+    problems: list[Any] = []
+
+    def read() -> None:
+        config = {"configurable": {"thread_id": "t"}}
+        while not done.is_set():
+            values = saver.get_tuple(config).checkpoint["channel_values"]
+            if [e["n"] for e in values["log"]] != list(range(1, values["step"] + 1)):
+                problems.append(values)
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for r in readers:
+        r.start()
+    try:
+        app = agent_graph(150).compile(checkpointer=saver)
+        assert app.invoke({"log": []}, {"configurable": {"thread_id": "t"}, "recursion_limit": 200})["step"] == 150
+    finally:
+        done.set()
+        for r in readers:
+            r.join()
+    assert problems == []
+    assert cached is not None and cached.values(saver.serde) == first.checkpoint["channel_values"]

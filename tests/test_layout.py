@@ -154,4 +154,24 @@ def test_engine_neutral_code_uses_only_the_contract() -> None:
     offenders = [f"{name} imports {dep}" for name, path in modules.items() if not name.startswith("eventckpt.journal")
                  for dep in _runtime_imports(path, set(modules))
                  if dep.startswith("eventckpt.journal.") and dep not in ("eventckpt.journal.rows", "eventckpt.journal.contract")]
+
+
+NAMEDTUPLE_API = ("_replace", "_asdict", "_make", "_fields")  # public, underscored only to avoid field names
+
+
+def test_the_viewer_uses_only_public_names() -> None:
+    """eventckpt/serve/ is an edge on the public API: it reads no other object's private names (`x._y`
+    where x is not self or cls) and never touches a journal or a connection."""
+    offenders = []
+    for path in sorted((PACKAGE / "serve").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute):
+                owner = node.value.id if isinstance(node.value, ast.Name) else None
+                if node.attr.startswith("_") and not node.attr.startswith("__") and owner not in ("self", "cls") \
+                        and node.attr not in NAMEDTUPLE_API:
+                    offenders.append(f"{path.name}:{node.lineno} .{node.attr}")
+                if node.attr in ("journal", "conn", "_journal"):
+                    offenders.append(f"{path.name}:{node.lineno} .{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and node.module and "journal" in node.module:
+                offenders.append(f"{path.name}:{node.lineno} imports {node.module}")
     assert offenders == []

@@ -131,6 +131,26 @@ def test_readonly_open_reads_but_refuses_writes(db_path: Path) -> None:
         assert store.stream("t").version == 1
 
 
+def test_readonly_open_leaves_no_wal_files(db_path: Path) -> None:
+    """A read-only store that found no -wal/-shm leaves none behind when it closes, and the database's
+    bytes are unchanged; while another connection has the file open, both files stay (it uses them)."""
+    with eventckpt.open(db_path) as store:
+        store.stream("t").save({"a": 1})
+    listing = sorted(os.listdir(db_path.parent))
+    before = db_path.read_bytes()
+    with eventckpt.open(db_path, readonly=True) as store:
+        assert store.stream("t").state() == {"a": 1}
+        assert os.path.exists(f"{db_path}-wal") and os.path.exists(f"{db_path}-shm")  # SQLite's, while open
+    assert sorted(os.listdir(db_path.parent)) == listing and db_path.read_bytes() == before
+    with eventckpt.open(db_path) as writer:
+        writer.stream("t").save({"a": 2})
+        with eventckpt.open(db_path, readonly=True) as reader:
+            assert reader.stream("t").state() == {"a": 2}
+        assert os.path.exists(f"{db_path}-wal") and writer.stream("t").save({"a": 3}).version == 3
+    with eventckpt.open(db_path, readonly=True) as reader:
+        assert reader.stream("t").state() == {"a": 3}
+
+
 def test_readonly_open_of_missing_schema_refused(tmp_path: Path) -> None:
     """A read-only open of a file without the schema is refused (it cannot be created read-only)."""
     path = tmp_path / "empty.db"

@@ -82,6 +82,19 @@ CALLS: dict[str, Callable[[eventckpt.Store], Any]] = {
     "diff backwards": lambda s: s.stream("w").diff(700, 90),
     "diff fork": lambda s: s.stream("w").diff(600, ("w-fork", 401)),
     "diff resets": lambda s: s.stream("w").diff(95, 305),
+    # the viewer's reads (eventckpt serve)
+    "summaries": lambda s: s.summaries(10),
+    "summaries before": lambda s: s.summaries(10, before="w-fork"),
+    "tree": lambda s: s.tree("w-fork"),
+    "sizes": lambda s: s.stream("w").sizes(300, 400),
+    "sizes fork": lambda s: s.stream("w-fork").sizes(390, limit=20),
+    "events": lambda s: s.stream("w").events(500),
+    "keys": lambda s: s.stream("w").keys(700),
+    "length": lambda s: s.stream("w").length("messages", 700),
+    "value window": lambda s: s.stream("w").value("messages", 700, start=600, stop=650),
+    "value window fork": lambda s: s.stream("w-fork").value("messages", start=395, stop=401),
+    "value item": lambda s: s.stream("w").value(("messages", 10, "n"), 700),
+    "value dict": lambda s: s.stream("w").value("scratch", 777),
 }
 
 
@@ -91,6 +104,14 @@ def test_no_full_scans(busy: eventckpt.Store, name: str) -> None:
     for sql, plan in plans(busy, lambda: CALLS[name](busy)):
         scans = [step for step in plan if FULL_SCAN.match(step)]
         assert not scans, f"{name}: {scans} in\n{sql}\n{plan}"
+
+
+def test_history_until_seeks_both_version_bounds(busy: eventckpt.Store) -> None:
+    """history(until=...) far below the head searches the path index with both version bounds, instead of
+    stepping through every newer event of the path."""
+    for sql, plan in plans(busy, lambda: busy.stream("w").history("step", until=50, limit=5)):
+        if "e.path = ?" in sql:
+            assert any("version>? AND version<?" in step for step in plan), plan
 
 
 def test_views_use_the_path_index(busy: eventckpt.Store) -> None:

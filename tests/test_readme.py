@@ -11,6 +11,8 @@ from typing import Any
 
 import eventckpt
 
+from .conftest import run_cli_example
+
 from .test_readme_queries import is_expression, literal
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,14 +97,13 @@ def test_readme_examples_run_in_order_in_one_directory(tmp_path: Path, monkeypat
         checked.append(expr)
 
     steps = readme_steps()
-    assert [s[0] for s in steps].count("python") == 4 and [s[0] for s in steps].count("cli") == 16
+    assert [s[0] for s in steps].count("python") == 4 and [s[0] for s in steps].count("cli") == 17
     for step in steps:
         if step[0] == "python":
             exec(compile(_checked(step[1], "_check"), "README example", "exec"), {"_check": check})
         elif step[0] == "cli":
-            done = subprocess.run([sys.executable, "-m", "eventckpt", *shlex.split(step[1])[1:]], capture_output=True,
-                                  text=True, timeout=120)
-            assert done.returncode == 0, (step[1], done.stderr)
+            status, err = run_cli_example(step[1])
+            assert status == 0, (step[1], err)
         else:
             done = subprocess.run(["bash", "-c", step[1]], capture_output=True, text=True, timeout=60)
             assert done.returncode == 0, (step[1], done.stderr)

@@ -40,7 +40,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from .rows import (Commit, EventRow, HistoryRow, LangGraphRow, LogRow, MetaFilter, Segment, StreamRef, StreamRow,
-                   VersionRow)
+                   SummaryRow, VersionRow)
 
 
 class Journal(ABC):
@@ -323,6 +323,32 @@ class Journal(ABC):
     def touched_below(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int) -> bool:
         """Whether any event below `path` lies after event `after` through version `upto`."""
 
+    # -- listings and partial reads (the viewer) ------------------------------------------------------
+
+    @abstractmethod
+    def stream_page(self, before_id: int | None, limit: int) -> list[SummaryRow]:
+        """At most `limit` streams with stream id < before_id (all when None), newest first, each with its
+        parent's and tree root's names and its own newest version row: O(limit)."""
+
+    @abstractmethod
+    def stream_tree(self, tree_id: int, limit: int | None) -> list[SummaryRow]:
+        """The streams of one tree (the root and every fork below it, at most `limit`), oldest first, as
+        stream_page gives them."""
+
+    @abstractmethod
+    def version_sizes(self, segments: Sequence[Segment], since: int, until: int,
+                      limit: int | None) -> list[tuple[int, int, int]]:
+        """(version, event count, event bytes) of the lineage's versions in since..until, oldest first, at
+        most `limit`, from the version rows alone."""
+
+    @abstractmethod
+    def appended(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int, offset: int,
+                 limit: int) -> list[str] | None:
+        """The JSON values of the events at exactly `path` after event `after` through version `upto`, in
+        order: from the `offset`-th (0-based; negative counts from the end, -1 the last), at most `limit`
+        (-1: all); None when an extend lies in that range (then an event is not one item). For a window of
+        a list only appended to since `after`: the caller checks that."""
+
     # -- verify, stats, the read-only sql command ----------------------------------------------------
 
     @abstractmethod
@@ -399,6 +425,34 @@ class Journal(ABC):
         """Store one task's writes; without `replace`, only if the task has none yet (False then)."""
 
     @abstractmethod
+    def langgraph_replace_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str,
+                                 old: str, new: str) -> bool:
+        """Replace one task's writes JSON, only if it is still `old` (False when it is not)."""
+
+    @abstractmethod
+    def langgraph_referencing_writes(self, thread_id: str, checkpoint_ns: str) -> list[tuple[str, str, str]]:
+        """(checkpoint id, task id, writes JSON) of a namespace's writes that hold a reference to another
+        checkpoint's append (eventckpt/langgraph/writes.py); reads every row of the namespace."""
+
+    @abstractmethod
+    def langgraph_child_events(self, thread_id: str, checkpoint_ns: str, checkpoint_ids: Sequence[str],
+                               paths: Sequence[str]) -> list[tuple[str, str, int, str | None, str | None, str | None]]:
+        """(checkpoint id, stream name, version, op, path, value) of the events at `paths` of each of the
+        namespace's `checkpoint_ids`, in event order; a checkpoint without such events comes back once with
+        op, path and value None."""
+
+    @abstractmethod
+    def langgraph_move_id(self, tree_id: int, checkpoint_id: str) -> bool:
+        """Take a checkpoint id away from the version holding it, recording it as the id that version had
+        (later checkpoints still name it as their parent). False when the tree does not hold the id."""
+
+    @abstractmethod
+    def langgraph_lineage_writes(self, thread_id: str, checkpoint_ns: str,
+                                 segments: Sequence[Segment]) -> list[tuple[int, str, str, str, str]]:
+        """(version, checkpoint id, task id, task path, writes JSON) of the checkpoints within the segments,
+        by version and then task path and task id."""
+
+    @abstractmethod
     def langgraph_copy_writes(self, source: str, target: str, checkpoint_ns: str) -> None:
         """Copy a namespace's writes from thread `source` to thread `target`."""
 
@@ -409,6 +463,15 @@ class Journal(ABC):
     @abstractmethod
     def langgraph_all_writes(self, thread_id: str, checkpoint_ns: str) -> list[tuple[str, str, str, str]]:
         """(checkpoint_id, task_id, task_path, writes JSON) of every pending write of a namespace (for copy)."""
+
+    @abstractmethod
+    def langgraph_moved_ids(self, tree_id: int) -> list[tuple[str, int, str]]:
+        """(stream name, version, checkpoint id) of every checkpoint id that moved away from a version of
+        the tree (for copy)."""
+
+    @abstractmethod
+    def langgraph_set_moved(self, stream: StreamRef, version: int, checkpoint_id: str) -> None:
+        """Record that `checkpoint_id` moved away from `version` of `stream` (for copy)."""
 
     @abstractmethod
     def langgraph_runs(self, run_ids: Sequence[str]) -> list[tuple[str, str, str]]:

@@ -116,6 +116,18 @@ class HistoryRow(NamedTuple):
     created_at: str
 
 
+class SummaryRow(NamedTuple):
+    """A stream with its fork origin's and tree root's names, and its own newest version row (head,
+    created_at, usage; None when the stream has no version of its own)."""
+
+    stream: StreamRow
+    parent_name: str | None
+    root_name: str
+    head: int | None
+    head_created_at: str | None
+    head_usage: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class MetaFilter:
     """metadata[key] == value: `key` the top-level key, `path` its JSON path, `json` the value's JSON
@@ -137,8 +149,10 @@ class LangGraphRow:
     stream: str  # the name of the stream holding its version
     version: int
     metadata: str | None
-    parent_id: str | None  # the checkpoint id of the previous version of its lineage
+    parent_id: str | None  # the parent the put named, else the checkpoint id of the lineage's previous version
     writes: str | None  # JSON array of [task id, [[idx, channel, encoding, value], ...]] in writes order
+    stream_id: int
+    created_at: str
 
 class VersionTaken(Exception):
     """Signal, not an error for callers: another writer created this version first (the primary key

@@ -8,7 +8,8 @@ states, into a new stream tree (each kept checkpoint's parent becomes its neares
 one transaction then swaps the thread's namespace to the new tree and deletes the old one. If another
 writer added a checkpoint to the namespace meanwhile, the swap is refused (ConflictError) and the new
 tree is dropped. A process killed during the rebuild leaves the old tree in place and the unfinished
-new one unreferenced (its streams are named `...#N`; the saver never reads them).
+new one unreferenced (its streams are named `...+N`; the saver never reads them). Pending writes that
+refer to a removed checkpoint (writes.py) get their values back first.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 from ..checkpoint import now
 from ..errors import ConflictError, InvalidArgumentError
 from ..journal import Journal, LangGraphRow, StreamRow
+from . import records
 from .layout import free_name, tree_name
 from .replay import states_at
+from .values import Values
+from .writes import Write, is_reference, parse_row, resolve, row_text
 
 if TYPE_CHECKING:
     from .saver import EventCkptSaver
@@ -98,6 +102,7 @@ def _keep_only(saver: EventCkptSaver, thread_id: str, ns: str, choose: Any) -> N
     root = tree[0]
     seen = (len(rows), rows[0].checkpoint_id if rows else None)
     doomed = [r.checkpoint_id for r in rows if r.checkpoint_id not in kept]
+    expand_references(saver, thread_id, ns, set(doomed))
     new_root = _rebuild(saver, thread_id, ns, rows, kept) if kept else None
     try:
         with store.core.session() as journal:
@@ -166,7 +171,7 @@ def _rebuild(saver: EventCkptSaver, thread_id: str, ns: str, rows: list[LangGrap
                 stream, expected = where[parent]
                 if heads.get(stream) != expected:
                     stream = store.stream(stream).fork(at=expected).task_id
-            metadata = store.codec.decode(row.metadata) if row.metadata else None
+            metadata = records.explicit(store.codec.decode(row.metadata), row.created_at) if row.metadata else None
             cp = store.stream(stream).save(window.pop(key), metadata=metadata, expected_version=expected,
                                            checkpoint_id=row.checkpoint_id)
             where[row.checkpoint_id] = (stream, cp.version)
@@ -182,3 +187,28 @@ def _drop_tree(journal: Journal, root: StreamRow) -> None:
     """Delete a stream tree: every fork before the stream it forked from."""
     for row in reversed(journal.tree_streams(root)):
         journal.delete_stream(row)
+
+
+def expand_references(saver: EventCkptSaver, thread_id: str, ns: str, children: set[str]) -> None:
+    """Give the pending writes of a namespace that refer to one of `children` their values back (in the
+    caller's transaction, or one of their own)."""
+    store = saver.store
+    codec = store.codec
+    with store.core.session() as journal:
+        rows = journal.langgraph_referencing_writes(thread_id, ns)
+    todo = []
+    for checkpoint_id, task_id, text in rows:
+        writes = parse_row(codec, text)
+        refs = [idx for idx, w in writes.items() if is_reference(w.encoding) and w.encoding[1] in children]
+        if refs:
+            todo.append((checkpoint_id, task_id, text, writes, refs))
+    if not todo:
+        return
+    wanted = [(thread_id, ns, writes[idx].channel, writes[idx].encoding) for *_, writes, refs in todo for idx in refs]
+    values = resolve(store, Values(saver.serde, codec), wanted, decode=False)
+    with store.core.session() as journal, journal.write():
+        for checkpoint_id, task_id, text, writes, refs in todo:
+            for idx in refs:
+                stored, encoding = values[id(writes[idx].encoding)]
+                writes[idx] = Write(writes[idx].channel, encoding, stored)
+            journal.langgraph_replace_writes(thread_id, ns, checkpoint_id, task_id, text, row_text(codec, writes))

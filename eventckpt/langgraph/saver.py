@@ -4,30 +4,31 @@ A (thread_id, checkpoint_ns) is one stream tree (layout.py). A checkpoint is one
 version of its parent's stream when the parent is that stream's head, else the first version of a fork
 at the parent, which shares the history before it instead of copying it (time travel, `update_state`
 on an old checkpoint); a checkpoint without a parent starts a fork at 0 of the same tree. The LangGraph
-checkpoint id is the version's checkpoint id. A put stores only the channels LangGraph says changed
-(`new_versions`), so a list that grew costs one append and an unchanged channel nothing. LangGraph's
-metadata is the version's metadata; pending writes live in the `langgraph_writes` table.
+checkpoint id is the version's checkpoint id. A put stores only the channels LangGraph says changed, and
+a reducer channel that grew by what the step's tasks wrote as appends (puts.py). LangGraph's other
+bookkeeping is the version's metadata (records.py); pending writes live in `langgraph_writes`, stored
+once (writes.py). The newest checkpoint of each thread is kept serialized for fast reads (heads.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import os
+import re
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, cast
 
-import orjson
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
@@ -35,30 +36,50 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..checkpoint import now
 from ..codec import quiet_gc
-from ..errors import ConflictError, InvalidArgumentError, SerializationError
-from ..journal import LangGraphRow, is_postgres
-from ..paths import addressable, to_text
+from ..errors import (
+    ConflictError,
+    DuplicateCheckpointIdError,
+    InvalidArgumentError,
+    PathError,
+    SerializationError,
+)
+from ..journal import LangGraphRow
+from ..paths import to_text
 from ..snapshot import SnapshotPolicy
 from ..store import Store
 from ..store import open as open_store
-from . import maintenance
+from . import history, maintenance, records
+from .heads import Heads, entry_of
+from .memory import Memory
 from .layout import OVERFLOW, SERDE, channel_key, tree_name
+from .puts import Channel, Plan, Put, Thread
 from .replay import states_at
-from .values import Values
+from .values import TREE_ENCODING, Values
+from .writes import TaskWrites, Write, encode_writes, is_reference, parse_row, referred, replaces, resolve, row_text
 
 _CHUNK = 256  # checkpoints whose states one listing builds at once (memory stays bounded)
-_ATTEMPTS = 5
-_REMEMBERED = 10_000  # namespaces whose last put a saver remembers
+_ATTEMPTS = 6
 # A LangGraph step changes a few small channels besides the appended message (shared by snapshots), so
 # the default 64 kB tail would mean ~80 steps to replay on a restore; 16 kB keeps it near 20 steps for
 # about 2% more file.
 SNAPSHOTS = SnapshotPolicy(min_tail_bytes=16 * 1024)
+# SqliteSaver's rule for metadata filter keys: a dotted key is a path into the metadata.
+_FILTER_KEY = re.compile(r"[a-zA-Z0-9_.-]+")
+
+
+class InvalidFilterKeyError(InvalidArgumentError):
+    """A `list(filter=...)` key that is not a metadata path: SqliteSaver's ValueError, as eventckpt's."""
+
+    def __init__(self, key: Any) -> None:
+        super().__init__("filter", key, "keys are metadata paths of letters, digits and _ - separated by dots")
+        self.args = (f"Invalid filter key: {key!r}. Filter keys must contain only alphanumeric characters, "
+                     "underscores, dots, and hyphens, with no empty part between dots.",)
 
 
 class EventCkptSaver(BaseCheckpointSaver[int]):
     """A LangGraph checkpointer on an eventckpt store: every step is stored as the events that changed.
 
-        saver = EventCkptSaver("agent.db")          # or a postgresql:// URL, or EventCkptSaver(store)
+        saver = EventCkptSaver("agent.db")          # or EventCkptSaver(store) with an open Store
         graph = builder.compile(checkpointer=saver)
 
     Sync and async methods share one store; several processes may use one file (writes take SQLite's
@@ -77,16 +98,16 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         super().__init__(serde=serde)
         if isinstance(store, Store):
             self.store, self._owns_store = store, False
-        elif isinstance(store, (str, os.PathLike)) or is_postgres(store):
+        elif isinstance(store, (str, os.PathLike)):
             self.store = open_store(store, durability=durability, timeout=timeout, snapshots=snapshots or SNAPSHOTS)
             self._owns_store = True
         else:
-            raise InvalidArgumentError("store", store, "must be an eventckpt Store, a file path, a postgresql:// URL,"
-                                                       " or a psycopg connection or pool")
-        # (thread, ns) -> this saver's last put there: where it went and which channels were plain JSON.
-        # A put whose parent is that checkpoint goes to the same stream without a lookup; the store's
-        # expected_version check catches any other writer in between.
-        self._last: dict[tuple[str, str], _Last] = {}
+            raise InvalidArgumentError("store", store, "must be an eventckpt Store or a file path")
+        # Each namespace's newest checkpoint as this saver knows it (memory.py). A put whose parent is
+        # that checkpoint goes to the same stream without a lookup; the store's expected_version check
+        # catches any other writer in between.
+        self._memory = Memory()
+        self._heads = Heads()
 
     def close(self) -> None:
         """Close the store if this saver opened it."""
@@ -103,16 +124,29 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
     def _values(self) -> Values:
         return Values(self.serde, self.store.codec)  # `with_allowlist` clones may swap the serde
 
+    def _forget(self) -> None:
+        self._memory.forget()
+        self._heads.clear()
+
     # -- reading ----------------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by the config's checkpoint_id, or the thread namespace's newest one."""
         thread_id, ns = _thread(config), _namespace(config)
+        checkpoint_id = get_checkpoint_id(config)
         with self.store.core.session() as journal:
             rows = journal.langgraph_checkpoints(
-                thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=get_checkpoint_id(config), limit=1
+                thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id, limit=1
             )
-        return next(self._tuples(rows), None)
+        if not rows:
+            return None
+        row = rows[0]
+        entry = self._heads.get(row.stream_id, row.version)
+        if entry is None:
+            return next(self._tuples(rows, newest=checkpoint_id is None))
+        values = self._values
+        record, writes = self.store.codec.decode_many([row.metadata or "{}", row.writes or "[]"])
+        return self._tuple(row, entry.values(values.serde), record, writes, values, self._references([row], [writes]))
 
     def list(
         self,
@@ -123,9 +157,10 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first: of one thread (and namespace, when the config names one), or of all
-        threads when `config` is None; only those whose metadata has every `filter` item, older than
-        `before`, at most `limit`. One query finds them with their writes; states are then built a chunk
-        at a time, one restore and one event range per stream (never one restore per checkpoint)."""
+        threads when `config` is None; only those whose metadata has every `filter` item (a dotted key
+        is a path into the metadata, as in SqliteSaver), older than `before`, at most `limit`. One query
+        finds them with their writes; states are then built a chunk at a time, one restore and one event
+        range per stream (never one restore per checkpoint)."""
         conf = (config or {}).get("configurable", {})
         if limit is not None and (type(limit) is not int or limit < 0):
             raise InvalidArgumentError("limit", limit, "must be None or a non-negative int")
@@ -143,12 +178,12 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
     def _filters(self, filter: dict[str, Any] | None) -> builtins.list[tuple[str, str]]:  # noqa: A002
         out = []
         for key, value in (filter or {}).items():
-            if type(key) is not str or not addressable(key):
-                raise InvalidArgumentError("filter", filter, f"metadata key {key!r} cannot be queried")
-            out.append((to_text(("metadata", key)), self.store.codec.encode_text(value)))
+            if type(key) is not str or not _FILTER_KEY.fullmatch(key) or "" in key.split("."):
+                raise InvalidFilterKeyError(key)
+            out.append((to_text(("metadata", *key.split("."))), self.store.codec.encode_text(value)))
         return out
 
-    def _tuples(self, rows: Sequence[LangGraphRow]) -> Iterator[CheckpointTuple]:
+    def _tuples(self, rows: Sequence[LangGraphRow], newest: bool = False) -> Iterator[CheckpointTuple]:
         values = self._values
         items: dict[int, tuple[Any, Any]] = {}  # decoded serde list items, shared by the whole listing
         for start in range(0, len(rows), _CHUNK):
@@ -159,32 +194,93 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             with quiet_gc():  # thousands of small containers: the collector would rescan them all
                 states = {(name, v): s for name, vs in wanted.items()
                           for v, s in states_at(self.store, name, vs).items()}
-                records = self.store.codec.decode_many([text for row in chunk for text in (row.metadata or "{}",
+                decoded = self.store.codec.decode_many([text for row in chunk for text in (row.metadata or "{}",
                                                                                            row.writes or "[]")])
-                tuples = [
-                    self._tuple(row, states[(row.stream, row.version)], record, writes, values, items)
-                    for row, record, writes in zip(chunk, records[::2], records[1::2], strict=True)
-                ]
+                references = self._references(chunk, decoded[1::2], states, items)
+                tuples = []
+                for row, record, writes in zip(chunk, decoded[::2], decoded[1::2], strict=True):
+                    stored = _stored_channels(states[(row.stream, row.version)])
+                    channels = {name: values.decode(value, encoding, items) for name, (value, encoding) in stored.items()}
+                    if newest:
+                        self._remember(row, stored, writes, channels)
+                    tuples.append(self._tuple(row, channels, record, writes, values, references))
             yield from tuples
 
-    def _tuple(self, row: LangGraphRow, state: dict[str, Any], record: dict[str, Any], writes: Any,
-               values: Values, items: dict[int, Any]) -> CheckpointTuple:
+    def _remember(self, row: LangGraphRow, stored: dict[str, tuple[Any, Any]], writes: Any,
+                  returned: dict[str, Any]) -> None:
+        """Cache a thread's newest checkpoint just read, and what the next put on it needs to know
+        (`returned`: the values handed out, whose lists the next put's lists will start with)."""
+        entry = entry_of(row.version, stored)
+        if entry is not None:
+            self._heads.put(row.stream_id, entry)
+        key = (row.thread_id, row.checkpoint_ns)
+        with self._memory.cond:
+            known = self._memory.thread(key)
+            if known is not None and known.checkpoint_id == row.checkpoint_id and known.stream_id == row.stream_id:
+                return
+            channels = {}
+            for name, (value, encoding) in stored.items():
+                if channel_key(name) is not None:
+                    listed = type(value) is list and encoding in (None, TREE_ENCODING)
+                    given = returned.get(name)
+                    channels[name] = Channel(encoding, len(value) if listed else None,
+                                             given if listed and type(given) is list else None,
+                                             len(given) if listed and type(given) is list else 0)
+            overflow = frozenset(name for name in stored if channel_key(name) is None)
+            self._memory.remember(key, Thread(row.checkpoint_id, row.stream, row.stream_id, row.version, channels,
+                                              overflow, {} if not writes else None))
+
+    def _references(self, rows: Sequence[LangGraphRow], writes: Sequence[Any],
+                    states: Mapping[tuple[str, int], dict[str, Any]] | None = None,
+                    items: dict[int, Any] | None = None) -> dict[int, Any]:
+        """The values of the references among the rows' pending writes (see writes.py): from `states`
+        (a listing's, by stream and version) when they hold the checkpoint referred to, else read."""
+        wanted = [(row.thread_id, row.checkpoint_ns, entry[1], entry[2])
+                  for row, tasks in zip(rows, writes, strict=True) for _, entries in tasks for entry in entries
+                  if is_reference(entry[2])]
+        if not wanted:
+            return {}
+        out: dict[int, Any] = {}
+        if states:
+            values = self._values
+            where = {(r.thread_id, r.checkpoint_ns, r.checkpoint_id): (r.stream, r.version) for r in rows}
+            rest = []
+            for thread_id, ns, channel, ref in wanted:
+                state = states.get(where.get((thread_id, ns, ref[1])))  # type: ignore[arg-type]
+                found = referred(state, channel, ref) if state is not None else None
+                if found is None:
+                    rest.append((thread_id, ns, channel, ref))
+                else:
+                    out[id(ref)] = values.decode(found[0], ref[6]) if ref[5] else values.decode(found, ref[6], items)
+            wanted = rest
+        if wanted:
+            out.update(resolve(self.store, self._values, wanted))
+        return out
+
+    def _tuple(self, row: LangGraphRow, channels: dict[str, Any], record: dict[str, Any], writes: Any,
+               values: Values, references: Mapping[int, Any]) -> CheckpointTuple:
         conf = {"thread_id": row.thread_id, "checkpoint_ns": row.checkpoint_ns}
-        fields = values.decode(record.get("checkpoint", {}), record.get("serde"))
-        channels = {}
-        for key, stored in state.items():
-            if key != OVERFLOW and not key.startswith(SERDE):
-                channels[key] = values.decode(stored, state.get(SERDE + key), items)
-        for name, (encoding, stored) in state.get(OVERFLOW, {}).items():
-            channels[name] = values.decode(stored, encoding, items)
+        fields, metadata = records.parse(record, row.created_at, values)
+        pending = []
+        for task_id, entries in writes:
+            for _, channel, encoding, value in entries:
+                pending.append((task_id, channel, references[id(encoding)] if is_reference(encoding)
+                                else values.decode(value, encoding)))
         return CheckpointTuple(
             config={"configurable": {**conf, "checkpoint_id": row.checkpoint_id}},
             checkpoint=cast(Checkpoint, {**fields, "id": row.checkpoint_id, "channel_values": channels}),
-            metadata=record.get("metadata", {}),
+            metadata=metadata,
             parent_config={"configurable": {**conf, "checkpoint_id": row.parent_id}} if row.parent_id else None,
-            pending_writes=[(task_id, channel, values.decode(value, encoding))
-                            for task_id, entries in writes for _, channel, encoding, value in entries],
+            pending_writes=pending,
         )
+
+    def get_delta_channel_history(self, *, config: RunnableConfig,
+                                  channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        """For each channel, the writes of the target checkpoint's ancestors since the nearest one that
+        holds the channel (oldest first, each checkpoint's in writes_sort_key order), and that value as
+        `seed` (see BaseCheckpointSaver). One query for the writes, one restore per seed."""
+        return history.delta_history(self.store, self._values, _thread(config), _namespace(config),
+                                     get_checkpoint_id(config), channels)
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -195,74 +291,139 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store a checkpoint as the next version after its parent (the config's checkpoint_id)."""
+        """Store a checkpoint as the next version after its parent (the config's checkpoint_id). A
+        checkpoint id the thread already holds moves to the new version (LangGraph's savers overwrite
+        it; the version that had it stays in the history)."""
         thread_id, ns = _thread(config), _namespace(config)
         parent = config["configurable"].get("checkpoint_id")
         checkpoint_id = checkpoint["id"]
         if type(checkpoint_id) is not str or not checkpoint_id:
             raise InvalidArgumentError("checkpoint", checkpoint_id, "its id must be a non-empty str")
-        fields = {k: v for k, v in checkpoint.items() if k not in ("id", "channel_values")}
-        stored, encoding = self._values.encode(fields, "checkpoint")
-        meta = {"metadata": get_checkpoint_metadata(config, metadata), "checkpoint": stored}
-        if encoding:
-            meta["serde"] = encoding
-        last = self._last.get((thread_id, ns))
-        encode = _Encoder(self._values, checkpoint, new_versions, last.plain if last else set())
+        meta = get_checkpoint_metadata(config, metadata)
+        with self._memory.cond:  # the saver's memory of the thread changes with the file
+            self._memory.wait_for_writes((thread_id, ns), parent, checkpoint.get("channel_values", {}), new_versions,
+                                         meta.get("source"))
+            with self.store.core.session():
+                return self._put(thread_id, ns, parent, checkpoint, meta, new_versions)
+
+    def _put(self, thread_id: str, ns: str, parent: str | None, checkpoint: Checkpoint, meta: dict[str, Any],
+             new_versions: ChannelVersions) -> RunnableConfig:
+        checkpoint_id = checkpoint["id"]
+        values = self._values
+        key = (thread_id, ns)
+        thread = self._memory.thread(key)
+        planner = Put(values, checkpoint, new_versions, thread, meta.get("source"))
+        common = thread is not None and parent == thread.checkpoint_id
+        move = False
         for _ in range(_ATTEMPTS):
-            stream: str | None
-            if last is not None and parent == last.checkpoint_id:  # the common case: the run goes on
-                stream, expected, fresh, fork_of = last.stream, last.version, False, None
+            if common:
+                assert thread is not None
+                stream, stream_id, expected, fork_of, named = thread.stream, thread.stream_id, thread.version, None, None
             else:
-                stream, expected, fresh, fork_of = self._target(thread_id, ns, parent)
-            last = None
-            changes, keep = encode.changes(full=fresh)  # encoding fails before anything is created
+                stream, stream_id, expected, fork_of, named = self._target(thread_id, ns, parent)
+            plan = planner.plan(common)  # encoding fails before anything is created
+            record, created_at = records.build(checkpoint, meta, values, named)
             if stream is None:
-                stream = self._create_tree(thread_id, ns)
+                stream, stream_id = self._create_tree(thread_id, ns)
             elif fork_of is not None:
                 stream = self.store.stream(fork_of).fork(at=expected).task_id
+                stream_id = self._stream_id(stream)
             try:
-                cp = self.store.stream(stream).update(changes, keep=keep, plain=encode.unchecked, metadata=meta,
-                                                      expected_version=expected, checkpoint_id=checkpoint_id)
+                with self.store.core.batch() if move or plan.references else contextlib.nullcontext():
+                    if move:
+                        self._move(thread_id, ns, stream, checkpoint_id)
+                    cp = self.store.stream(stream).update(
+                        plan.changes, keep=plan.keep, plain=plan.unchecked, metadata=record,
+                        expected_version=expected, checkpoint_id=checkpoint_id, appends=plan.appends,
+                        edits=plan.edits, created_at=created_at)
+                    if common:
+                        self._reference(key, thread, plan)
             except BaseException as exc:
                 if fork_of is not None:  # the fork is still empty: do not leave it behind
                     self.store.delete_stream(stream)
+                if isinstance(exc, (ConflictError, PathError)) and common:
+                    common = False  # another writer moved the head: find where the parent is now
+                    continue
                 if isinstance(exc, ConflictError):
-                    continue  # another writer moved that stream's head: the parent is now a fork point
-                if isinstance(exc, SerializationError) and encode.unchecked and not encode.strict:
-                    encode.strict = True  # a channel stopped being plain JSON: check everything
+                    continue  # the parent's stream moved on: the parent is now a fork point
+                if isinstance(exc, DuplicateCheckpointIdError) and not move:
+                    move = True
+                    continue
+                if isinstance(exc, SerializationError) and plan.unchecked and not planner.strict:
+                    planner.strict = True  # a channel stopped being plain JSON: check everything
                     continue
                 raise
-            if len(self._last) > _REMEMBERED:
-                self._last.clear()
-            self._last[(thread_id, ns)] = _Last(checkpoint_id, stream, cp.version, set(encode.plain))
+            self._after_put(key, thread if common else None, plan, checkpoint_id, stream, stream_id, cp.version)
             return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
         raise ConflictError(f"{thread_id}/{ns}", expected, expected + 1)
 
-    def _target(self, thread_id: str, ns: str, parent: str | None) -> tuple[str | None, int, bool, str | None]:
+    def _after_put(self, key: tuple[str, str], thread: Thread | None, plan: Plan, checkpoint_id: str, stream: str,
+                   stream_id: int, version: int) -> None:
+        previous = self._heads.get(thread.stream_id, thread.version) if thread is not None else None
+        entry = plan.entry(version, previous)
+        if entry is None:
+            self._heads.drop(stream_id)
+        else:
+            self._heads.put(stream_id, entry)
+        self._memory.remember(key, Thread(checkpoint_id, stream, stream_id, version, plan.channels, plan.overflow))
+
+    def _reference(self, key: tuple[str, str], thread: Thread | None, plan: Plan) -> None:
+        """Replace the parent's writes the put appended by references to them (inside the put's batch;
+        a row another writer changed since is left as it is)."""
+        if thread is None or not plan.references or not thread.writes:
+            return
+        by_task: dict[str, builtins.list[tuple[int, Any]]] = defaultdict(builtins.list)
+        for task_id, idx, ref in plan.references:
+            by_task[task_id].append((idx, ref))
+        with self.store.core.session() as journal:
+            for task_id, refs in by_task.items():
+                task = thread.writes[task_id]
+                writes = dict(task.writes)
+                for idx, ref in refs:
+                    writes[idx] = Write(writes[idx].channel, ref, None)
+                journal.langgraph_replace_writes(*key, thread.checkpoint_id, task_id, task.text,
+                                                 row_text(self.store.codec, writes))
+
+    def _move(self, thread_id: str, ns: str, stream: str, checkpoint_id: str) -> None:
+        """Take `checkpoint_id` from the version holding it (references to it become values first)."""
+        maintenance.expand_references(self, thread_id, ns, {checkpoint_id})
+        with self.store.core.session() as journal:
+            row = journal.stream(stream)
+            assert row is not None
+            journal.langgraph_move_id(row.tree_id, checkpoint_id)
+
+    def _stream_id(self, name: str) -> int:
+        with self.store.core.session() as journal:
+            row = journal.stream(name)
+        assert row is not None
+        return row.id
+
+    def _target(self, thread_id: str, ns: str,
+                parent: str | None) -> tuple[str | None, int, int, str | None, str | None]:
         """Where a checkpoint goes, decided without writing anything: (stream to commit on, or None for a
-        new tree; its expected head; whether it starts a new lineage; the stream to fork at that head
-        first, or None)."""
+        new tree; its id; its expected head; the stream to fork at that head first, or None; the parent
+        to record because the thread does not hold it, or None)."""
         with self.store.core.session() as journal:
             tree = journal.langgraph_tree(thread_id, ns)
             hit = journal.langgraph_locate(tree[0].id, parent) if tree and parent else None
         if tree is None:
-            return None, 0, True, None
+            return None, 0, 0, None, parent
         if hit is not None:
             owner, version, head = hit
-            return owner.name, version, False, (None if version == head else owner.name)
+            return owner.name, owner.id, version, (None if version == head else owner.name), None
         root, head = tree
         if head == 0:  # a tree whose first put did not commit
-            return root.name, 0, True, None
-        return root.name, 0, True, root.name
+            return root.name, root.id, 0, None, parent
+        return root.name, root.id, 0, root.name, parent
 
-    def _create_tree(self, thread_id: str, ns: str) -> str:
+    def _create_tree(self, thread_id: str, ns: str) -> tuple[str, int]:
         with self.store.core.session() as journal, journal.write():
             found = journal.langgraph_tree(thread_id, ns)  # another process may have been first
             if found is not None:
-                return found[0].name
+                return found[0].name, found[0].id
             row = journal.create_stream(tree_name(journal, thread_id, ns), now())
             journal.langgraph_set_tree(thread_id, ns, row.id)
-            return row.name
+            return row.name, row.id
 
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
@@ -274,54 +435,44 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         thread_id, ns, checkpoint_id = _thread(config), _namespace(config), conf.get("checkpoint_id")
         if type(checkpoint_id) is not str:
             raise InvalidArgumentError("config", config, "put_writes needs the checkpoint_id of a checkpoint")
-        task_id, values, codec = str(task_id), self._values, self.store.codec
-        new = {}
-        for idx, (channel, value) in enumerate(writes):
-            stored, encoding = values.encode(value, channel)
-            new[WRITES_IDX_MAP.get(channel, idx)] = (channel, encoding, stored)
-        replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        task_id, codec = str(task_id), self.store.codec
+        new = encode_writes(self._values, writes)
         key = (thread_id, ns, checkpoint_id, task_id)
         with self.store.core.session() as journal, journal.write():
-            if journal.langgraph_set_writes(*key, task_path, self._writes_json(new), replace=False):
-                return  # the common case: the task's first writes
-            merged = {entry[0]: tuple(entry[1:]) for entry in codec.decode(journal.langgraph_writes(*key) or "[]")}
-            for idx, entry in new.items():
-                if replace or idx not in merged:
-                    merged[idx] = entry
-            journal.langgraph_set_writes(*key, task_path, self._writes_json(merged), replace=True)
-
-    def _writes_json(self, writes: dict[int, tuple[str, Any, Any]]) -> str:
-        """[[idx, channel, encoding, value], ...] by idx, as JSON; plain values are written as they are."""
-        codec = self.store.codec
-        parts = []
-        for idx in sorted(writes):
-            channel, encoding, stored = writes[idx]
-            value = orjson.dumps(stored) if encoding is None else codec.encode(stored)
-            parts.append(b"[%d,%b,%b,%b]" % (idx, orjson.dumps(channel), orjson.dumps(encoding), value))
-        return (b"[" + b",".join(parts) + b"]").decode()
+            text = row_text(codec, new)
+            if journal.langgraph_set_writes(*key, task_path, text, replace=False):
+                stored = new  # the common case: the task's first writes
+            else:
+                stored = parse_row(codec, journal.langgraph_writes(*key) or "[]")
+                for idx, write in new.items():
+                    if replaces(writes) or idx not in stored:
+                        stored[idx] = write
+                text = row_text(codec, stored)
+                journal.langgraph_set_writes(*key, task_path, text, replace=True)
+        self._memory.wrote((thread_id, ns), checkpoint_id, task_id, TaskWrites(task_path, text, stored))
 
     # -- deleting, copying, pruning (see maintenance.py) ----------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of a thread, in all its namespaces, in one transaction."""
-        self._last.clear()
+        self._forget()
         maintenance.delete_threads(self, [str(thread_id)])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata names one of `run_ids`. Later
         checkpoints of the same threads keep their states; their parent becomes the nearest one kept."""
-        self._last.clear()
+        self._forget()
         maintenance.delete_checkpoints(self, [str(r) for r in run_ids])
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of a thread (all namespaces, forks included) to a new thread."""
-        self._last.clear()
+        self._forget()
         maintenance.copy_thread(self, str(source_thread_id), str(target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """"keep_latest": keep only the newest checkpoint (and its writes) of each namespace; "delete":
         delete the threads."""
-        self._last.clear()
+        self._forget()
         maintenance.prune(self, [str(t) for t in thread_ids], strategy)
 
     # -- async: the same work on a worker thread (the store serializes callers) --------------------
@@ -344,6 +495,10 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                 yield item
             if len(chunk) < _CHUNK:
                 return
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig,
+                                         channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        return await asyncio.to_thread(self.get_delta_channel_history, config=config, channels=channels)
 
     async def aput(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
@@ -369,81 +524,15 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
 
-@dataclass(slots=True)
-class _Last:
-    checkpoint_id: str
-    stream: str
-    version: int
-    plain: set[str]
-
-
-class _Encoder:
-    """The state changes of one put: the changed channels, each encoded once even when the put is
-    retried (as a fork, or strictly).
-
-    A channel that was plain JSON at the previous put of its namespace (`hint`) is passed as it is and
-    only its changes are checked for plainness by the store (`unchecked`); checking a whole
-    conversation every step would cost more than storing it. When a change is not plain the put is
-    redone `strict`ly: every value checked, and anything not plain through the serde.
-    """
-
-    def __init__(self, values: Values, checkpoint: Checkpoint, new_versions: ChannelVersions, hint: set[str]) -> None:
-        self.values = values
-        self.channel_values = checkpoint.get("channel_values", {})
-        self.versions = checkpoint.get("channel_versions", {})
-        self.new_versions = new_versions
-        self.hint = hint
-        self.strict = False
-        self.unchecked: set[str] = set()
-        self.plain: set[str] = set()  # entries stored as plain JSON by this put
-        self._encoded: dict[str, tuple[Any, Any]] = {}
-
-    def _encode(self, name: str, value: Any) -> tuple[Any, Any]:
-        if name in self.hint and not self.strict:
-            self.unchecked.add(name)
-            self.plain.add(name)
-            return value, None
-        hit = self._encoded.get(name)
-        if hit is None:
-            hit = self._encoded[name] = self.values.encode(value, name)
-        if hit[1] is None:
-            self.plain.add(name)
-        return hit
-
-    def changes(self, *, full: bool) -> tuple[dict[str, Any], set[str]]:
-        """(top-level keys to set, keys to keep as they are); every other key of the head is deleted.
-        A new lineage stores every channel; otherwise only those in `new_versions`."""
-        self.unchecked.clear()
-        self.plain.clear()
-        changes: dict[str, Any] = {}
-        keep: set[str] = set()
-        touched = set(self.channel_values) if full else set(self.new_versions)
-        overflow = False
-        for channel in touched:
-            key = channel_key(channel)
-            if key is None:
-                overflow = True
-            elif channel in self.channel_values:
-                self._put(changes, key, channel, self.channel_values[channel])
-        for channel in self.versions:
-            key = channel_key(channel)
-            if key is None:
-                overflow = overflow or channel in touched
-                keep.add(OVERFLOW)
-            elif channel not in touched:
-                keep.update((key, SERDE + key))
-        if overflow:  # rare: rewrite the whole overflow dict from the checkpoint
-            changes[OVERFLOW] = {}
-            for channel in self.channel_values:
-                if channel_key(channel) is None and (channel in self.versions or full):
-                    stored, encoding = self.values.encode(self.channel_values[channel], channel)
-                    changes[OVERFLOW][channel] = [encoding, stored]
-        return changes, keep
-
-    def _put(self, changes: dict[str, Any], key: str, name: str, value: Any) -> None:
-        changes[key], encoding = self._encode(name, value)
-        if encoding:
-            changes[SERDE + key] = encoding
+def _stored_channels(state: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """{channel: (stored value, encoding)} of a checkpoint's state."""
+    out = {}
+    for key, stored in state.items():
+        if key != OVERFLOW and not key.startswith(SERDE):
+            out[key] = (stored, state.get(SERDE + key))
+    for name, (encoding, stored) in state.get(OVERFLOW, {}).items():
+        out[name] = (stored, encoding)
+    return out
 
 
 def _thread(config: RunnableConfig) -> str:

@@ -20,6 +20,7 @@ encrypted one, or msgpack that does not round-trip through the tree or holds NaN
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import ormsgpack
@@ -34,6 +35,18 @@ _PACK = ormsgpack.OPT_NON_STR_KEYS | ormsgpack.OPT_PASSTHROUGH_TUPLE
 _NON_FINITE = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]|\xca[\x7f\xff][\x80-\xff]")
 
 
+TREE_ENCODING = ["msgpack", TREE]
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A value as the state holds it, its encoding, and (unless plain) the serde's bytes of it."""
+
+    stored: Any
+    encoding: list[str] | None
+    data: bytes | None = None
+
+
 class Values:
     """Encodes and decodes values with one saver's serde and one store's codec."""
 
@@ -43,8 +56,13 @@ class Values:
 
     def encode(self, value: Any, where: str) -> tuple[Any, list[str] | None]:
         """(what to store, its encoding); SerializationError naming `where` when the serde refuses."""
+        encoded = self.encode_value(value, where)
+        return encoded.stored, encoded.encoding
+
+    def encode_value(self, value: Any, where: str) -> Encoded:
+        """`value` encoded for the state, keeping the serde's bytes (the saver's head cache holds them)."""
         if self.codec.is_plain(value):
-            return value, None
+            return Encoded(value, None)
         try:
             type_, data = self.serde.dumps_typed(value)
         except Exception as exc:  # the serde raises TypeError, ormsgpack errors, ...
@@ -53,11 +71,37 @@ class Values:
         if type_ == "pickle":  # a serde built with pickle_fallback=True: stored data must never choose code
             raise SerializationError((where,), "the saver's serde fell back to pickle, which eventckpt never stores",
                                      type(value).__name__)
+        data = bytes(data)
         if type_ == "msgpack":
             tree = _tree(data)
             if tree is not None:
-                return tree, [type_, TREE]
-        return bytes(data), [type_, BYTES]
+                return Encoded(tree, [type_, TREE], data)
+        return Encoded(data, [type_, BYTES], data)
+
+    def encode_items(self, items: list[Any], encoding: list[str] | None) -> tuple[list[Any], bytes] | None:
+        """Items to append to a list stored with `encoding`: (their stored forms, their msgpack as it sits
+        inside the whole list's: plain data packed by ormsgpack, anything else by the serde), or None when
+        they cannot be stored that way (then the whole list is encoded again)."""
+        if encoding is None:
+            if not self.codec.is_plain(items):
+                return None
+            try:
+                return items, packed_items(ormsgpack.packb(items))
+            except (ormsgpack.MsgpackEncodeError, TypeError):  # a lone surrogate: the store refuses it too
+                return None
+        if encoding != TREE_ENCODING:
+            return None
+        try:
+            type_, data = self.serde.dumps_typed(items)
+        except Exception:  # the whole list's encoding will report it, naming the channel
+            return None
+        if type_ != "msgpack":
+            return None
+        data = bytes(data)
+        tree = _tree(data)
+        if type(tree) is not list or len(tree) != len(items):
+            return None
+        return tree, packed_items(data)
 
     def decode(self, stored: Any, encoding: Any, items: dict[int, tuple[Any, Any]] | None = None) -> Any:
         """The value stored with `encoding`. With `items` (a cache shared by one listing), a msgpack
@@ -86,6 +130,26 @@ class Values:
                 out.append(hit[1])
             return out
         return self.serde.loads_typed(("msgpack", _pack(stored)))
+
+
+def array_header(count: int) -> bytes:
+    """The msgpack header of an array of `count` items (fixarray, array 16 or array 32)."""
+    if count < 16:
+        return bytes((0x90 | count,))
+    if count < 1 << 16:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
+
+
+def packed_items(data: bytes) -> bytes:
+    """The items of a packed msgpack array, back to back (the array without its header)."""
+    first = data[0]
+    return data[1 if 0x90 <= first <= 0x9F else 3 if first == 0xDC else 5 :]
+
+
+def pack(tree: Any) -> bytes:
+    """The msgpack bytes of a stored tree (what `Values.decode` hands to the serde)."""
+    return _pack(tree)
 
 
 def _ext(code: int, data: bytes) -> tuple[int, Any]:

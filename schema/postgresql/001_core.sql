@@ -51,6 +51,8 @@ CREATE TABLE eventckpt.streams (
     CHECK (parent_id IS NOT NULL OR stream_id = tree_id)  -- a root's id is its tree's id
 );
 CREATE INDEX streams_by_parent ON eventckpt.streams (tree_id, parent_id) WHERE parent_id IS NOT NULL;
+-- Streams in creation order (listings page through them by stream id).
+CREATE INDEX streams_by_id ON eventckpt.streams (stream_id);
 
 -- Stream names are unique in the store: the lookup from a name to its stream (keyed by name).
 CREATE TABLE eventckpt.stream_names (

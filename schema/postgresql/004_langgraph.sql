@@ -19,6 +19,18 @@ CREATE TABLE eventckpt.langgraph_writes (
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id)
 );
 
+-- Checkpoint ids that moved: LangGraph's savers overwrite a checkpoint put again with an id the thread
+-- already holds; eventckpt keeps history instead (the new version takes the id, and the version that held
+-- it is recorded here, so later checkpoints still name it as their parent).
+CREATE TABLE eventckpt.langgraph_moved (
+    tree_id       bigint NOT NULL,
+    stream_id     bigint NOT NULL,
+    version       bigint NOT NULL,
+    checkpoint_id text NOT NULL,
+    PRIMARY KEY (tree_id, stream_id, version),
+    FOREIGN KEY (tree_id, stream_id, version) REFERENCES eventckpt.versions (tree_id, stream_id, version) ON DELETE CASCADE
+);
+
 -- delete_for_runs finds a run's checkpoints by the run_id LangGraph puts in their metadata.
 CREATE INDEX versions_by_run_id ON eventckpt.versions ((metadata::jsonb #>> '{metadata,run_id}'))
     WHERE metadata IS NOT NULL AND (metadata::jsonb #>> '{metadata,run_id}') IS NOT NULL;

@@ -10,20 +10,25 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...paths import relative_parts
-from ..rows import LangGraphRow, StreamRef, StreamRow
+from ..rows import LangGraphRow, Segment, StreamRef, StreamRow
 from .engine import Engine
-from .tables import S_COLS, V_COLS
+from .tables import S_COLS, SEGS, V_COLS, segs
 
 # The parent is the previous version of the lineage (see the SQLite journal's langgraph.py).
 _LG_CHECKPOINTS = """
 SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id, s.name, c.version, v.metadata,
-  (SELECT p.checkpoint_id FROM eventckpt.checkpoint_ids AS p
-    WHERE p.tree_id = c.tree_id
-      AND p.stream_id = CASE WHEN c.version - 1 > coalesce(s.fork_version, 0) THEN s.stream_id ELSE s.parent_id END
-      AND p.version = c.version - 1),
+  coalesce(v.metadata::json ->> 'parent',
+    (SELECT coalesce(
+        (SELECT p.checkpoint_id FROM eventckpt.checkpoint_ids AS p
+          WHERE p.tree_id = c.tree_id AND p.stream_id = a.id AND p.version = a.version),
+        (SELECT m.checkpoint_id FROM eventckpt.langgraph_moved AS m
+          WHERE m.tree_id = c.tree_id AND m.stream_id = a.id AND m.version = a.version))
+       FROM (SELECT CASE WHEN c.version - 1 > coalesce(s.fork_version, 0) THEN s.stream_id ELSE s.parent_id END AS id,
+                    c.version - 1 AS version) AS a)),
   (SELECT '[' || string_agg('[' || to_json(w.task_id)::text || ',' || w.writes || ']', ',' ORDER BY w.task_path, w.task_id) || ']'
      FROM eventckpt.langgraph_writes AS w
-    WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = t.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
+    WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = t.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id),
+  s.stream_id, v.created_at
 FROM eventckpt.langgraph_threads AS t
 JOIN eventckpt.checkpoint_ids AS c ON c.tree_id = t.tree_id
 JOIN eventckpt.streams AS s ON s.tree_id = c.tree_id AND s.stream_id = c.stream_id
@@ -90,7 +95,7 @@ class LangGraphTables(Engine):
             where.append(f"(v.metadata::jsonb #> %(mp{i})s) = %(mv{i})s::jsonb")
             args[f"mp{i}"], args[f"mv{i}"] = [str(k) for k in relative_parts(path)], value
         rows = self._rows(_LG_CHECKPOINTS.format(where=" AND ".join(where) or "TRUE"), args)
-        return [LangGraphRow(*r[:4], int(r[4]), *r[5:]) for r in rows]
+        return [LangGraphRow(*r[:4], int(r[4]), *r[5:8], int(r[8]), r[9]) for r in rows]
 
     def langgraph_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str | None:
         row = self._one("SELECT writes FROM eventckpt.langgraph_writes WHERE thread_id = %s AND checkpoint_ns = %s"
@@ -104,6 +109,51 @@ class LangGraphTables(Engine):
             "INSERT INTO eventckpt.langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes)"
             f" VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id) {conflict}",
             (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes)) == 1
+
+    def langgraph_replace_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str,
+                                 old: str, new: str) -> bool:
+        return self._run("UPDATE eventckpt.langgraph_writes SET writes = %s WHERE thread_id = %s AND checkpoint_ns = %s"
+                         " AND checkpoint_id = %s AND task_id = %s AND writes = %s",
+                         (new, thread_id, checkpoint_ns, checkpoint_id, task_id, old)) == 1
+
+    def langgraph_referencing_writes(self, thread_id: str, checkpoint_ns: str) -> list[tuple[str, str, str]]:
+        return [tuple(r) for r in self._rows(
+            "SELECT checkpoint_id, task_id, writes FROM eventckpt.langgraph_writes WHERE thread_id = %s"
+            " AND checkpoint_ns = %s AND strpos(writes, '[\"@\",') > 0", (thread_id, checkpoint_ns))]
+
+    def langgraph_child_events(self, thread_id: str, checkpoint_ns: str, checkpoint_ids: Sequence[str],
+                               paths: Sequence[str]) -> list[tuple[str, str, int, str | None, str | None, str | None]]:
+        return [(r[0], r[1], int(r[2]), r[3], r[4], r[5]) for r in self._rows(
+            "SELECT c.checkpoint_id, s.name, c.version, e.op, e.path, e.value FROM eventckpt.langgraph_threads AS t"
+            " JOIN eventckpt.checkpoint_ids AS c ON c.tree_id = t.tree_id"
+            " JOIN eventckpt.streams AS s ON s.tree_id = c.tree_id AND s.stream_id = c.stream_id"
+            " LEFT JOIN eventckpt.events AS e ON e.tree_id = c.tree_id AND e.stream_id = c.stream_id"
+            "  AND e.version = c.version AND e.path = ANY(%s)"
+            " WHERE t.thread_id = %s AND t.checkpoint_ns = %s AND c.checkpoint_id = ANY(%s)"
+            " ORDER BY c.checkpoint_id, e.seq NULLS FIRST",
+            (list(paths), thread_id, checkpoint_ns, list(checkpoint_ids)))]
+
+    def langgraph_move_id(self, tree_id: int, checkpoint_id: str) -> bool:
+        row = self._one("DELETE FROM eventckpt.checkpoint_ids WHERE tree_id = %s AND checkpoint_id = %s"
+                        " RETURNING stream_id, version", (tree_id, checkpoint_id))
+        if row is None:
+            return False
+        self._run("INSERT INTO eventckpt.langgraph_moved (tree_id, stream_id, version, checkpoint_id) VALUES (%s, %s, %s, %s)"
+                  " ON CONFLICT (tree_id, stream_id, version) DO UPDATE SET checkpoint_id = excluded.checkpoint_id",
+                  (tree_id, row[0], row[1], checkpoint_id))
+        return True
+
+    def langgraph_lineage_writes(self, thread_id: str, checkpoint_ns: str,
+                                 segments: Sequence[Segment]) -> list[tuple[int, str, str, str, str]]:
+        if not segments:
+            return []
+        return [(int(r[0]), *r[1:]) for r in self._rows(
+            f"SELECT c.version, c.checkpoint_id, w.task_id, w.task_path, w.writes FROM {SEGS}"
+            " JOIN eventckpt.checkpoint_ids AS c ON c.tree_id = %(t)s AND c.stream_id = seg.stream_id"
+            " AND c.version BETWEEN seg.lo AND seg.hi"
+            " JOIN eventckpt.langgraph_writes AS w ON w.thread_id = %(thread)s AND w.checkpoint_ns = %(ns)s"
+            " AND w.checkpoint_id = c.checkpoint_id ORDER BY c.version, w.task_path, w.task_id",
+            segs(segments, thread=thread_id, ns=checkpoint_ns))]
 
     def langgraph_copy_writes(self, source: str, target: str, checkpoint_ns: str) -> None:
         self._run(
@@ -120,6 +170,17 @@ class LangGraphTables(Engine):
         return [tuple(r) for r in self._rows(
             "SELECT checkpoint_id, task_id, task_path, writes FROM eventckpt.langgraph_writes WHERE thread_id = %s"
             " AND checkpoint_ns = %s ORDER BY checkpoint_id, task_id", (thread_id, checkpoint_ns))]
+
+    def langgraph_moved_ids(self, tree_id: int) -> list[tuple[str, int, str]]:
+        return [(r[0], int(r[1]), r[2]) for r in self._rows(
+            "SELECT s.name, m.version, m.checkpoint_id FROM eventckpt.langgraph_moved AS m JOIN eventckpt.streams AS s"
+            " ON s.tree_id = m.tree_id AND s.stream_id = m.stream_id WHERE m.tree_id = %s ORDER BY s.stream_id, m.version",
+            (tree_id,))]
+
+    def langgraph_set_moved(self, stream: StreamRef, version: int, checkpoint_id: str) -> None:
+        self._run("INSERT INTO eventckpt.langgraph_moved (tree_id, stream_id, version, checkpoint_id) VALUES (%s, %s, %s, %s)"
+                  " ON CONFLICT (tree_id, stream_id, version) DO UPDATE SET checkpoint_id = excluded.checkpoint_id",
+                  (stream.tree_id, stream.stream_id, version, checkpoint_id))
 
     def langgraph_runs(self, run_ids: Sequence[str]) -> list[tuple[str, str, str]]:
         return [tuple(r) for r in self._rows(
@@ -149,4 +210,7 @@ class LangGraphTables(Engine):
                   " WHERE tree_id = %(st)s AND stream_id = %(ss)s", args)
         self._run("INSERT INTO eventckpt.checkpoint_ids (tree_id, checkpoint_id, stream_id, version)"
                   " SELECT %(tt)s, checkpoint_id, %(ts)s, version FROM eventckpt.checkpoint_ids"
+                  " WHERE tree_id = %(st)s AND stream_id = %(ss)s", args)
+        self._run("INSERT INTO eventckpt.langgraph_moved (tree_id, stream_id, version, checkpoint_id)"
+                  " SELECT %(tt)s, %(ts)s, version, checkpoint_id FROM eventckpt.langgraph_moved"
                   " WHERE tree_id = %(st)s AND stream_id = %(ss)s", args)

@@ -15,7 +15,7 @@ import psycopg
 
 from ... import errors
 from ...paths import child_ranges, relative_parts
-from ..rows import EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRef, StreamRow, clip
+from ..rows import EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRef, StreamRow, SummaryRow, clip
 from .engine import Engine
 from .tables import S_COLS, SEGS, segs
 
@@ -272,6 +272,67 @@ class Queries(Engine):
                              (seg.tree_id, seg.stream_id, start, stop, after[0], after[1], lo, hi)):
                     return True
         return False
+
+    # listings and partial reads (the viewer)
+
+    _SUMMARY = (f"SELECT {S_COLS}, p.name, r.name, v.version, v.created_at, v.usage FROM eventckpt.streams AS s"
+                " LEFT JOIN eventckpt.streams AS p ON p.tree_id = s.tree_id AND p.stream_id = s.parent_id"
+                " JOIN eventckpt.streams AS r ON r.tree_id = s.tree_id AND r.stream_id = s.tree_id"
+                " LEFT JOIN LATERAL (SELECT x.version, x.created_at, x.usage FROM eventckpt.versions AS x"
+                " WHERE x.tree_id = s.tree_id AND x.stream_id = s.stream_id ORDER BY x.version DESC LIMIT 1) AS v ON TRUE")
+
+    def stream_page(self, before_id: int | None, limit: int) -> list[SummaryRow]:
+        rows = self._rows(self._SUMMARY + " WHERE s.stream_id < %s ORDER BY s.stream_id DESC LIMIT %s",
+                          (2**63 - 1 if before_id is None else before_id, limit))
+        return [SummaryRow(StreamRow(*r[:6]), *r[6:]) for r in rows]
+
+    def stream_tree(self, tree_id: int, limit: int | None) -> list[SummaryRow]:
+        rows = self._rows(self._SUMMARY + " WHERE s.tree_id = %s ORDER BY s.stream_id LIMIT %s", (tree_id, limit))
+        return [SummaryRow(StreamRow(*r[:6]), *r[6:]) for r in rows]
+
+    def version_sizes(self, segments: Sequence[Segment], since: int, until: int,
+                      limit: int | None) -> list[tuple[int, int, int]]:
+        out: list[tuple[int, int, int]] = []
+        for seg in segments:
+            lo, hi = max(seg.lo, since), min(seg.hi, until)
+            wanted = None if limit is None else limit - len(out)
+            if lo <= hi and wanted != 0:
+                out += [(int(v), int(n), int(b)) for v, n, b in self._rows(
+                    "SELECT version, event_count, event_bytes FROM eventckpt.versions WHERE tree_id = %s AND stream_id = %s"
+                    " AND version BETWEEN %s AND %s ORDER BY version LIMIT %s", (seg.tree_id, seg.stream_id, lo, hi, wanted))]
+        return out
+
+    def appended(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int, offset: int,
+                 limit: int) -> list[str] | None:
+        parts = list(clip(segments, after[0] - 1, upto))
+        where = ("FROM eventckpt.events WHERE tree_id = %s AND stream_id = %s AND path = %s AND (version, seq) > (%s, %s)"
+                 " AND version BETWEEN %s AND %s")
+        for seg, lo, hi in parts:
+            if self._one(f"SELECT 1 {where} AND op = 'extend' LIMIT 1",
+                         (seg.tree_id, seg.stream_id, path, after[0], after[1], lo, hi)):
+                return None
+        order, skip = ("ASC", offset) if offset >= 0 else ("DESC", -offset - 1)
+        for i in range(len(parts)) if offset >= 0 else reversed(range(len(parts))):
+            seg, lo, hi = parts[i]
+            args = (seg.tree_id, seg.stream_id, path, after[0], after[1], lo, hi)
+            first = self._one(f"SELECT version, seq {where} ORDER BY version {order}, seq {order} LIMIT 1 OFFSET %s",
+                              (*args, skip))
+            if first is None:  # the window starts in another segment
+                skip -= int(self._one(f"SELECT count(*) {where}", args)[0])
+                continue
+            out: list[str] = []
+            for j, (seg, lo, hi) in enumerate(parts[i:]):
+                if limit != -1 and len(out) >= limit:
+                    break
+                begin = tuple(first) if j == 0 else max((lo, 0), (after[0], after[1] + 1))
+                out += [r[0] for r in self._rows(
+                    "SELECT value FROM eventckpt.events WHERE tree_id = %s AND stream_id = %s AND path = %s"
+                    " AND (version, seq) >= (%s, %s) AND version <= %s ORDER BY version, seq LIMIT %s",
+                    (seg.tree_id, seg.stream_id, path, begin[0], begin[1], hi, None if limit == -1 else limit - len(out)))]
+            return out
+        if offset < 0 and limit != 0:  # the window starts before the first event: from the first on
+            return self.appended(segments, path, after, upto, 0, -1 if limit == -1 else max(limit - skip - 1, 0))
+        return []
 
     # verify and stats
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from functools import partial
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,7 +17,7 @@ import apsw
 
 from ... import errors
 from ..contract import Backend, Journal
-from .engine import APPLICATION_ID, DURABILITY, SCHEMA_VERSION, identity, schema_files, translate
+from .engine import APPLICATION_ID, DURABILITY, SCHEMA_VERSION, identity, remove_wal_files, schema_files, translate
 from .langgraph import LangGraphTables
 from .queries import RESHAPING, Queries
 from .tables import Tables
@@ -66,6 +67,9 @@ def connect(
     None is SQLite's default.
     """
     memory = path == ":memory:"
+    # A read-only connection to a WAL file creates its -wal and -shm when they are missing (SQLite shares
+    # the WAL index with writers through them) but cannot remove them: see remove_wal_files.
+    tidy = readonly and not memory and not any(os.path.exists(path + suffix) for suffix in ("-wal", "-shm"))
     create = create and not readonly
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
     if create:
@@ -97,6 +101,8 @@ def connect(
         conn.execute("PRAGMA cache_size = -32768")  # 32 MiB: restores of long streams stay in memory
         conn.execute("PRAGMA temp_store = MEMORY")
         journal = SqliteJournal(conn, path)
+        if tidy:
+            journal.on_close = partial(remove_wal_files, path, vfs)
         if not readonly and user_version < SCHEMA_VERSION:
             journal.migrate()
         return SqliteBackend(journal)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -98,6 +98,27 @@ def identity(conn: apsw.Connection, path: str) -> tuple[int, int, bool]:
     return app_id, user_version, fresh
 
 
+def remove_wal_files(path: str, vfs: str | None) -> None:
+    """Remove the empty -wal and the -shm a read-only connection left, if no other connection uses them.
+
+    Only a connection that may write deletes them, when it is the last one to close (SQLite decides
+    that with its own locks). So a read-write connection reads the schema and closes: with no other
+    connection open SQLite removes both files; the WAL is empty (nobody wrote), so nothing reaches the
+    database and its bytes stay as they were. With another connection open, or a WAL that holds
+    someone's commits, both files stay, as they must.
+    """
+    try:
+        if os.path.getsize(path + "-wal") != 0:
+            return False
+        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE, vfs=vfs)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+        finally:
+            conn.close()
+    except (OSError, apsw.Error):
+        pass  # a read-only directory or file, or a busy writer: the files stay, and harm nothing
+
+
 class Engine:
     """One connection's plumbing: statements with translated errors, transactions, the ladder."""
 
@@ -107,6 +128,7 @@ class Engine:
         self._depth = 0
         self._committed_at: int | None = None  # the file's data version right after our last commit
         self._batch = False  # inside batch(): write transactions are savepoints of one outer transaction
+        self.on_close: Callable[[], None] | None = None  # run once after the connection closed
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -263,6 +285,10 @@ class Engine:
             self.conn.close()
         except apsw.Error as exc:
             raise translate(exc, self.path) from None
+        if self.on_close is not None:
+            done, self.on_close = self.on_close, None
+            done()
+
 
     def schema_version(self) -> int:
         return self._one("PRAGMA user_version")[0]

@@ -1,4 +1,4 @@
-"""The LangGraph saver's tables (eventckpt.langgraph; schema/004_langgraph.sql)."""
+"""The LangGraph saver's tables (eventckpt.langgraph; schema/004_langgraph.sql, 007_langgraph_moved.sql)."""
 
 from __future__ import annotations
 
@@ -13,18 +13,24 @@ from .columns import S_COLS, STREAM_COLS, VERSION_COLS
 from .engine import Engine
 
 
-# The parent is the previous version of the lineage: in the same stream, or (for a fork's first own
-# version) the fork point, which the saver always takes in the stream that owns it. Writes come back in
-# writes_sort_key order (task_path, task_id, idx).
+# The parent is the one the put named when the record says so (a parent the thread does not hold), else
+# the previous version of the lineage: in the same stream, or (for a fork's first own version) the fork
+# point, which the saver always takes in the stream that owns it; that version's checkpoint id, or the id
+# it held before the id moved to a newer put (langgraph_moved). Writes come back in writes_sort_key order
+# (task_path, task_id, idx).
 _LG_CHECKPOINTS = """
 SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id, s.name, c.version, v.metadata,
-  (SELECT p.checkpoint_id FROM checkpoint_ids AS p
-    WHERE p.stream_id = CASE WHEN c.version - 1 > coalesce(s.fork_version, 0) THEN s.id ELSE s.parent_id END
-      AND p.version = c.version - 1),
+  coalesce(json_extract(v.metadata, '$.parent'),
+    (SELECT coalesce(
+        (SELECT p.checkpoint_id FROM checkpoint_ids AS p WHERE p.stream_id = a.id AND p.version = a.version),
+        (SELECT m.checkpoint_id FROM langgraph_moved AS m WHERE m.stream_id = a.id AND m.version = a.version))
+       FROM (SELECT CASE WHEN c.version - 1 > coalesce(s.fork_version, 0) THEN s.id ELSE s.parent_id END AS id,
+                    c.version - 1 AS version) AS a)),
   (SELECT '[' || group_concat('[' || json_quote(w.task_id) || ',' || w.writes || ']', ','
                                ORDER BY w.task_path, w.task_id) || ']'
      FROM langgraph_writes AS w
-    WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = t.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
+    WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = t.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id),
+  s.id, v.created_at
 FROM langgraph_threads AS t
 JOIN checkpoint_ids AS c ON c.tree_id = t.tree_id
 JOIN streams AS s ON s.id = c.stream_id
@@ -149,6 +155,69 @@ class LangGraphTables(Engine):
         )
         return self.conn.changes() == 1
 
+    def langgraph_replace_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str,
+                                 old: str, new: str) -> bool:
+        """Replace one task's writes JSON, only if it is still `old` (False when it is not)."""
+        self._run(
+            "UPDATE langgraph_writes SET writes = ? WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+            " AND task_id = ? AND writes = ?",
+            (new, thread_id, checkpoint_ns, checkpoint_id, task_id, old),
+        )
+        return self.conn.changes() == 1
+
+    def langgraph_referencing_writes(self, thread_id: str, checkpoint_ns: str) -> list[tuple[str, str, str]]:
+        """(checkpoint id, task id, writes JSON) of a namespace's rows holding a reference to another
+        checkpoint (see eventckpt/langgraph/writes.py); reads every row of the namespace."""
+        return self._rows(
+            "SELECT checkpoint_id, task_id, writes FROM langgraph_writes WHERE thread_id = ? AND checkpoint_ns = ?"
+            " AND instr(writes, '[\"@\",') > 0",
+            (thread_id, checkpoint_ns),
+        )
+
+    def langgraph_child_events(self, thread_id: str, checkpoint_ns: str, checkpoint_ids: Sequence[str],
+                               paths: Sequence[str]) -> list[tuple[str, str, int, str | None, str | None, str | None]]:
+        """(checkpoint id, stream name, version, op, path, value) of the events at `paths` of each of the
+        namespace's `checkpoint_ids`, in event order; a checkpoint without such events comes back once
+        with op, path and value NULL. One query, one index range per checkpoint."""
+        return self._rows(
+            "SELECT c.checkpoint_id, s.name, c.version, e.op, e.path, e.value"
+            " FROM langgraph_threads AS t"
+            " JOIN checkpoint_ids AS c ON c.tree_id = t.tree_id"
+            " JOIN streams AS s ON s.id = c.stream_id"
+            " LEFT JOIN events AS e ON e.stream_id = c.stream_id AND e.version = c.version"
+            "  AND e.path IN (SELECT value FROM json_each(?))"
+            " WHERE t.thread_id = ? AND t.checkpoint_ns = ? AND c.checkpoint_id IN (SELECT value FROM json_each(?))"
+            " ORDER BY c.checkpoint_id, e.seq",
+            (orjson.dumps(list(paths)).decode(), thread_id, checkpoint_ns, orjson.dumps(list(checkpoint_ids)).decode()),
+        )
+
+    def langgraph_move_id(self, tree_id: int, checkpoint_id: str) -> bool:
+        """Take a checkpoint id away from the version holding it, recording it in langgraph_moved as the
+        id that version had (its later checkpoints still name it as their parent). False when the tree
+        does not hold the id."""
+        row = self._one("SELECT stream_id, version FROM checkpoint_ids WHERE tree_id = ? AND checkpoint_id = ?",
+                        (tree_id, checkpoint_id))
+        if row is None:
+            return False
+        self._run("INSERT OR REPLACE INTO langgraph_moved (stream_id, version, checkpoint_id) VALUES (?, ?, ?)",
+                  (row[0], row[1], checkpoint_id))
+        self._run("DELETE FROM checkpoint_ids WHERE tree_id = ? AND checkpoint_id = ?", (tree_id, checkpoint_id))
+        return True
+
+    def langgraph_lineage_writes(self, thread_id: str, checkpoint_ns: str,
+                                 segments: Sequence[Any]) -> list[tuple[int, str, str, str, str]]:
+        """(version, checkpoint id, task id, task path, writes JSON) of the checkpoints of a lineage's
+        `segments` (stream id, lo, hi), by version and then in writes_sort_key order (task path, task id)."""
+        out: list[tuple[int, str, str, str, str]] = []
+        for seg in segments:
+            out.extend(self._rows(
+                "SELECT c.version, c.checkpoint_id, w.task_id, w.task_path, w.writes FROM checkpoint_ids AS c"
+                " JOIN langgraph_writes AS w ON w.thread_id = ? AND w.checkpoint_ns = ? AND w.checkpoint_id = c.checkpoint_id"
+                " WHERE c.stream_id = ? AND c.version BETWEEN ? AND ? ORDER BY c.version, w.task_path, w.task_id",
+                (thread_id, checkpoint_ns, seg.stream_id, seg.lo, seg.hi),
+            ))
+        return out
+
     def langgraph_copy_writes(self, source: str, target: str, checkpoint_ns: str) -> None:
         self._run(
             "INSERT INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes)"
@@ -165,6 +234,14 @@ class LangGraphTables(Engine):
         return self._rows("SELECT checkpoint_id, task_id, task_path, writes FROM langgraph_writes"
                           " WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id, task_id",
                           (thread_id, checkpoint_ns))
+
+    def langgraph_moved_ids(self, tree_id: int) -> list[tuple[str, int, str]]:
+        return self._rows("SELECT s.name, m.version, m.checkpoint_id FROM langgraph_moved AS m JOIN streams AS s"
+                          " ON s.id = m.stream_id WHERE coalesce(s.root_id, s.id) = ? ORDER BY s.id, m.version", (tree_id,))
+
+    def langgraph_set_moved(self, stream: StreamRef, version: int, checkpoint_id: str) -> None:
+        self._run("INSERT OR REPLACE INTO langgraph_moved (stream_id, version, checkpoint_id) VALUES (?, ?, ?)",
+                  (stream.stream_id, version, checkpoint_id))
 
     def langgraph_runs(self, run_ids: Sequence[str]) -> list[tuple[str, str, str]]:
         """(thread, namespace, checkpoint id) of every checkpoint whose metadata names one of the runs."""
@@ -208,5 +285,10 @@ class LangGraphTables(Engine):
             "INSERT INTO checkpoint_ids (tree_id, checkpoint_id, stream_id, version)"
             " SELECT ?, checkpoint_id, ?, version FROM checkpoint_ids WHERE stream_id = ?",
             (target.tree_id, target.stream_id, source.stream_id),
+        )
+        self._run(
+            "INSERT INTO langgraph_moved (stream_id, version, checkpoint_id)"
+            " SELECT ?, version, checkpoint_id FROM langgraph_moved WHERE stream_id = ?",
+            (target.stream_id, source.stream_id),
         )
 

@@ -1,0 +1,124 @@
+"""The saver's cache of each thread's newest checkpoint, serialized so that a fresh copy is one C call.
+
+`get_tuple` of a thread's newest checkpoint is what LangGraph calls at the start of every invoke. Its
+channel values must be fresh objects (nothing returned may alias what the saver keeps), and building
+them from the store's decoded state would walk every message in Python. The cache keeps each channel
+as the bytes one parser call turns into a fresh value: msgpack, unpacked by ormsgpack for a plain JSON
+value and by the serde for anything else (exactly what SqliteSaver hands the serde for its whole
+checkpoint). A list keeps its items' bytes joined, so a put that appends to it extends the bytes instead
+of serializing the list again.
+
+An entry is keyed by stream id and version: a version's state never changes and stream ids are never
+reused, so an entry is never stale; at most `size` threads are kept (least recently used first out).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import ormsgpack
+
+from ..codec import quiet_gc
+from .values import TREE_ENCODING, array_header, pack, packed_items
+
+PLAIN, MSGPACK = "plain", "msgpack"
+
+
+@dataclass(slots=True)
+class Blob:
+    """One channel's value: `kind` is "plain" (msgpack of plain JSON data), or the serde type its bytes
+    are for. `count` is not None when `body` holds a list's items (msgpack items back to back)."""
+
+    kind: str
+    body: bytes | bytearray
+    count: int | None = None
+    size: int = -1  # the bytes of `body` that are this blob's (a later blob may have grown it)
+
+    def __post_init__(self) -> None:
+        if self.size < 0:
+            self.size = len(self.body)
+
+    def value(self, serde: Any) -> Any:
+        body = self.body[: self.size] if type(self.body) is bytearray else self.body
+        data = body if self.count is None else array_header(self.count) + body
+        if self.kind == PLAIN:
+            return ormsgpack.unpackb(data)
+        return serde.loads_typed((self.kind, bytes(data)))
+
+    def extended(self, items: bytes, count: int) -> Blob:
+        """This list with `count` items (given as their joined bytes) appended. The bytes are appended
+        in place, after this blob's own: it keeps reading what it held (a reader on another thread may
+        still hold it), and the appending costs what was appended."""
+        body = self.body if type(self.body) is bytearray and len(self.body) == self.size else bytearray(
+            self.body[: self.size])
+        body += items
+        return Blob(self.kind, body, (self.count or 0) + count)
+
+
+def blob_of(stored: Any, encoding: list[str] | None, data: bytes | None = None) -> Blob:
+    """The blob of a value as the state stores it (`data`: its serde bytes, when already known).
+    ormsgpack.MsgpackEncodeError when a plain value cannot be packed (a lone surrogate)."""
+    if encoding is None:
+        if type(stored) is list:
+            return Blob(PLAIN, packed_items(ormsgpack.packb(stored)), len(stored))
+        return Blob(PLAIN, ormsgpack.packb(stored))
+    if encoding == TREE_ENCODING and type(stored) is list:
+        return Blob(MSGPACK, b"".join(map(pack, stored)), len(stored))
+    return Blob(encoding[0], data if data is not None else (pack(stored) if encoding == TREE_ENCODING else stored))
+
+
+@dataclass(slots=True)
+class Entry:
+    """The newest checkpoint this saver knows of one stream: its version and its channels' blobs."""
+
+    version: int
+    channels: dict[str, Blob] = field(default_factory=dict)
+
+    def values(self, serde: Any) -> dict[str, Any]:
+        with quiet_gc():  # thousands of fresh objects; the collector would rescan them as they come
+            return {name: blob.value(serde) for name, blob in self.channels.items()}
+
+
+class Heads:
+    """At most `size` entries, by stream id (thread-safe)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._entries: OrderedDict[int, Entry] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, stream_id: int, version: int) -> Entry | None:
+        with self._lock:
+            entry = self._entries.get(stream_id)
+            if entry is None or entry.version != version:
+                return None
+            self._entries.move_to_end(stream_id)
+            return entry
+
+    def put(self, stream_id: int, entry: Entry) -> None:
+        with self._lock:
+            self._entries[stream_id] = entry
+            self._entries.move_to_end(stream_id)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def drop(self, stream_id: int) -> None:
+        with self._lock:
+            self._entries.pop(stream_id, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def entry_of(version: int, channels: Mapping[str, tuple[Any, list[str] | None]]) -> Entry | None:
+    """An entry built from a decoded state's channels: {name: (stored value, encoding)}; None when a value
+    cannot be packed."""
+    try:
+        return Entry(version, {name: blob_of(stored, encoding) for name, (stored, encoding) in channels.items()})
+    except (ormsgpack.MsgpackEncodeError, TypeError):
+        return None

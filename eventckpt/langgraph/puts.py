@@ -1,0 +1,274 @@
+"""What one put stores: the channels that changed, and a grown reducer channel as appends.
+
+LangGraph tells a saver what changed: `new_versions` names the channels a step wrote, and the step's
+tasks hand their writes to `put_writes` (on the parent checkpoint) before the put. A put therefore
+stores only the channels in `new_versions`; the others are kept as the parent stored them.
+
+A list channel with a reducer (`add_messages`, `operator.add`) grows every step by what the tasks
+wrote. Comparing the whole list with the stored one would cost O(conversation) per step, so the saver
+uses the writes instead, as LangGraph's DeltaChannel does: when the new list is the old one followed by
+exactly the items the parent's tasks wrote (the same objects, in writes order, and as many items as
+were written), those items are appended and nothing else is compared. LangGraph hands a task's writes
+to the saver on a background thread that may run after the step's put: the put first waits (briefly)
+for writes it can tell are still missing (saver.py). When the writes do not tell, a list that starts
+with the very items the previous put was given (checked at C speed: identical objects compare without
+calling __eq__) is stored as appends too; anything else is compared with the stored list.
+
+This rests on one assumption, the one DeltaChannel's replay rests on too: a reducer does not change
+the items already in the list in place (it may append, replace or remove: `add_messages` replacing a
+message by id or removing one changes the list's length or which object sits where, and is then stored
+by comparing the whole list). Like save(), a replacement by an equal item of another type is not seen.
+Only checkpoints whose parent is the checkpoint this saver put last take these paths; the equality tests
+against SqliteSaver check the result on real graphs.
+
+A write whose items the put appends is then stored once: its value in the writes row becomes a
+reference to the child's append (writes.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import ormsgpack
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint
+
+from ..ops import DELETE, Event
+from ..ops import SET as SET_OP
+from ..paths import addressable
+from .heads import Blob, Entry, blob_of
+from .layout import OVERFLOW, SERDE, channel_key
+from .values import TREE_ENCODING, Encoded, Values
+from .writes import TaskWrites, Write, reference
+
+KEEP, EXTEND, SET = "keep", "extend", "set"
+_MISSING: Any = object()
+
+
+@dataclass(slots=True)
+class Channel:
+    """How a stored checkpoint holds one channel: its encoding, its length when it is a list, and the
+    list or plain dict object the put that stored it was given with its size then (None when not known)."""
+
+    encoding: list[str] | None
+    length: int | None
+    given: list[Any] | dict[str, Any] | None = None
+    size: int = 0
+
+
+@dataclass(slots=True)
+class Thread:
+    """The newest checkpoint of a thread's namespace as this saver knows it: where it is, how its
+    channels are stored, and the writes stored for it since (by task id; None when writes may exist
+    that this saver did not make in this process)."""
+
+    checkpoint_id: str
+    stream: str
+    stream_id: int
+    version: int
+    channels: dict[str, Channel]
+    overflow: frozenset[str]
+    writes: dict[str, TaskWrites] | None = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Plan:
+    """The state changes of one put (see CheckpointStore.update) and what to remember after it."""
+
+    changes: dict[str, Any] = field(default_factory=dict)
+    appends: dict[str, tuple[int, list[Any]]] = field(default_factory=dict)
+    edits: list[Event] = field(default_factory=list)
+    keep: set[str] = field(default_factory=set)
+    unchecked: set[str] = field(default_factory=set)
+    channels: dict[str, Channel] = field(default_factory=dict)
+    overflow: frozenset[str] = frozenset()
+    blobs: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # channel -> (KEEP,) | (EXTEND, bytes, n) | (SET, Encoded)
+    references: list[tuple[str, int, list[Any]]] = field(default_factory=list)  # (task id, idx, reference)
+
+    def entry(self, version: int, previous: Entry | None) -> Entry | None:
+        """The head cache entry of the version this plan committed (None when it would need channels
+        of a previous entry that is not cached, or a value cannot be packed)."""
+        channels: dict[str, Blob] = {}
+        for name, action in self.blobs.items():
+            if action[0] == SET:
+                encoded: Encoded = action[1]
+                try:
+                    channels[name] = blob_of(encoded.stored, encoded.encoding, encoded.data)
+                except (ormsgpack.MsgpackEncodeError, TypeError):
+                    return None
+                continue
+            old = previous.channels.get(name) if previous is not None else None
+            if old is None:
+                return None
+            channels[name] = old if action[0] == KEEP else old.extended(action[1], action[2])
+        return Entry(version, channels)
+
+
+class Put:
+    """Plans one put; the plan can be made again (as a fork, or strictly) without encoding twice."""
+
+    def __init__(self, values: Values, checkpoint: Checkpoint, new_versions: ChannelVersions,
+                 thread: Thread | None, source: Any) -> None:
+        self.values = values
+        self.checkpoint_id = checkpoint["id"]
+        self.channel_values = checkpoint.get("channel_values", {})
+        self.versions = checkpoint.get("channel_versions", {})
+        self.new_versions = new_versions
+        self.thread = thread
+        self.loop = source == "loop"
+        self.strict = False  # set when a channel passed as plain JSON turned out not to be
+        self._encoded: dict[str, Encoded] = {}
+
+    def plan(self, common: bool) -> Plan:
+        """The changes against the head: the thread's newest checkpoint when `common` (the put continues
+        it), else any head (everything is compared with it)."""
+        plan = Plan()
+        thread = self.thread if common else None
+        overflow = []
+        for name, value in self.channel_values.items():
+            key = channel_key(name)
+            if key is None:
+                overflow.append(name)
+                continue
+            prev = thread.channels.get(name) if thread is not None else None
+            if prev is not None and name not in self.new_versions and name in self.versions:
+                plan.keep.add(key)
+                if prev.encoding is not None:
+                    plan.keep.add(SERDE + key)
+                plan.channels[name] = prev
+                plan.blobs[name] = (KEEP,)
+            elif not (prev is not None and name in self.new_versions
+                      and (self._append(plan, key, name, value, prev) or self._merge(plan, key, name, value, prev))):
+                self._set(plan, key, name, value)
+        plan.overflow = frozenset(overflow)
+        if overflow:
+            touched = any(n in self.new_versions or n not in self.versions for n in overflow)
+            if thread is not None and plan.overflow == thread.overflow and not touched:
+                plan.keep.add(OVERFLOW)
+                plan.blobs.update((name, (KEEP,)) for name in overflow)
+            else:
+                plan.changes[OVERFLOW] = {}
+                for name in overflow:
+                    encoded = self._encoded_value(name, self.channel_values[name])
+                    plan.changes[OVERFLOW][name] = [encoded.encoding, encoded.stored]
+                    plan.blobs[name] = (SET, encoded)
+        return plan
+
+    def _set(self, plan: Plan, key: str, name: str, value: Any) -> None:
+        thread = self.thread
+        prev = thread.channels.get(name) if thread is not None else None
+        if prev is not None and prev.encoding is None and not self.strict:
+            # plain JSON last time: pass it as it is and let the store check only what changed
+            encoded = Encoded(value, None)
+            plan.unchecked.add(key)
+        else:
+            encoded = self._encoded_value(name, value)
+        plan.changes[key] = encoded.stored
+        if encoded.encoding is not None:
+            plan.changes[SERDE + key] = encoded.encoding
+        listed = type(encoded.stored) is list and (encoded.encoding is None or encoded.encoding == TREE_ENCODING)
+        if listed:
+            given = value if type(value) is list else None
+        else:
+            given = value if type(value) is dict and encoded.encoding is None else None
+        plan.channels[name] = Channel(encoded.encoding, len(encoded.stored) if listed else None, given,
+                                      len(given) if given is not None else 0)
+        plan.blobs[name] = (SET, encoded)
+
+    def _encoded_value(self, name: str, value: Any) -> Encoded:
+        hit = self._encoded.get(name)
+        if hit is None:
+            hit = self._encoded[name] = self.values.encode_value(value, name)
+        return hit
+
+    def _append(self, plan: Plan, key: str, name: str, value: Any, prev: Channel) -> bool:
+        """Store the channel as the items appended to it, when it is exactly that (see above)."""
+        length = prev.length
+        if length is None or type(value) is not list or len(value) <= length:
+            return False
+        parts = self._written(name, len(value) - length) if self.loop else None
+        if parts is None and not self._same_start(value, prev):
+            return False
+        encoded = self.values.encode_items(value[length:], prev.encoding)
+        if encoded is None:
+            return False
+        items, body = encoded
+        if parts is not None:
+            references = self._references(parts, value, length, items, prev.encoding)
+            if references is None and not self._same_start(value, prev):
+                return False
+            plan.references.extend(references or ())
+        plan.appends[key] = (length, items)
+        if prev.encoding is not None:
+            plan.keep.add(SERDE + key)
+        plan.channels[name] = Channel(prev.encoding, length + len(items), value, len(value))
+        plan.blobs[name] = (EXTEND, body, len(items))
+        return True
+
+    def _merge(self, plan: Plan, key: str, name: str, value: Any, prev: Channel) -> bool:
+        """Store a plain dict as the keys that changed since the dict the previous put was given: those
+        whose value is another object now (a reducer merging dicts keeps the others' objects)."""
+        given = prev.given
+        if self.strict or type(value) is not dict or type(given) is not dict or value is given or len(given) != prev.size:
+            return False
+        changed = [k for k, v in value.items() if given.get(k, _MISSING) is not v]
+        removed = [k for k in given if k not in value]
+        if len(changed) + len(removed) > max(8, len(value) // 2):
+            return False
+        if not all(type(k) is str and k[:1] != "$" and addressable(k) for k in (*changed, *removed)):
+            return False
+        plan.edits.extend(Event(SET_OP, (key, k), value[k]) for k in changed)
+        plan.edits.extend(Event(DELETE, (key, k)) for k in removed)
+        plan.keep.add(key)
+        plan.unchecked.add(key)  # the store checks that the new values are plain JSON
+        plan.channels[name] = Channel(None, None, value, len(value))
+        plan.blobs[name] = (SET, Encoded(value, None))
+        return True
+
+    def _references(self, parts: list[tuple[str, int, Write, list[Any]]], value: list[Any], length: int,
+                    items: list[Any], encoding: Any) -> list[tuple[str, int, list[Any]]] | None:
+        """References for the writes whose items the tail is (the written objects themselves, or items
+        stored alike: a resumed run applies the writes it read back); None when the tail is not theirs."""
+        out = []
+        offset = 0
+        for task_id, idx, write, written in parts:
+            count = len(written)
+            single = type(write.live) is not list
+            mine = items[offset : offset + count]
+            alike = write.encoding == encoding and write.stored == (mine[0] if single else mine)
+            if alike:
+                out.append((task_id, idx, reference(self.checkpoint_id, length, offset, count, single, encoding)))
+            elif any(value[length + offset + i] is not item for i, item in enumerate(written)):
+                return None
+            offset += count
+        return out
+
+    @staticmethod
+    def _same_start(value: list[Any], prev: Channel) -> bool:
+        """Whether the list starts with the items of the list the previous put was given: the same
+        objects, or equal ones (a list compares identical items at C speed, without calling __eq__)."""
+        given, length = prev.given, prev.length
+        if given is None or length is None:
+            return False
+        if value is given:  # grown in place: its first items are the ones stored before (see above)
+            return True
+        return len(given) == length and value[:length] == given
+
+    def _written(self, name: str, grown: int) -> list[tuple[str, int, Write, list[Any]]] | None:
+        """(task id, idx, write, its items) of the parent's writes to the channel in writes order, when
+        they hold exactly `grown` items; else None."""
+        writes = self.thread.writes if self.thread is not None else None
+        if not writes:
+            return None
+        parts, total = [], 0
+        for task_id, task in sorted(writes.items(), key=lambda kv: (kv[1].path, kv[0])):
+            for idx in sorted(task.writes):
+                write = task.writes[idx]
+                if write.channel != name:
+                    continue
+                if not write.is_live:
+                    return None
+                items = write.live if type(write.live) is list else [write.live]
+                parts.append((task_id, idx, write, items))
+                total += len(items)
+        return parts if total == grown else None
