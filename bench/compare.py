@@ -5,7 +5,7 @@
     python bench/compare.py --quick                 # a small run that checks the script end to end
 
 One system after another, at each size: eventckpt's native API (transactions: the reference every ratio
-is taken against; and whole-state save()), LangGraph's SqliteSaver on an agent-loop graph (plain, and with
+is taken against; a tracked state's save(); and whole-state save()), LangGraph's SqliteSaver on an agent-loop graph (plain, and with
 the messages in a DeltaChannel), eventckpt's LangGraph saver on the same graph (when this build has
 `eventckpt.langgraph`), the `eventsourcing` library on SQLite with snapshots, and a bare apsw commit of the
 rows eventckpt writes (the physical limit). A system that passes the time or size bound at a size is
@@ -34,13 +34,14 @@ import apsw  # noqa: E402
 import report  # noqa: E402
 from graph_systems import Graph  # noqa: E402
 from harness import Bounds, Recorder, Run, disk_bytes, drive, remove_files, timed  # noqa: E402
-from systems import EVENTSOURCING_MISSING, Bare, EventckptSave, EventckptTx, EventSourcing  # noqa: E402
+from systems import EVENTSOURCING_MISSING, Bare, EventckptSave, EventckptTracked, EventckptTx, EventSourcing  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RUNS = "runs.json.gz"  # every per-step measurement, for --from-runs
 # key -> (factory, bounded); the reference and the bare limit always run to the end
 SYSTEMS: dict[str, tuple[Any, bool]] = {
     "eventckpt": (EventckptTx, False),
+    "eventckpt-tracked": (EventckptTracked, True),
     "eventckpt-save": (EventckptSave, True),
     "sqlite": (lambda d: Graph("sqlite", False, d), True),
     "sqlite-delta": (lambda d: Graph("sqlite", True, d), True),

@@ -12,14 +12,16 @@ import os
 import random
 import sqlite3
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import apsw
+import click
 
-from workload import payload_bytes, steps
+from workload import Step, payload_bytes, steps
 
 
 class Unavailable(Exception):
@@ -180,6 +182,54 @@ def drive(system: System, path: str, n: int, *, bounds: Bounds | None, restores:
         finally:
             system.close()
     return run
+
+
+class Stepwise(System, Protocol):
+    """A system whose steps can be driven one at a time (eventckpt's native API and the bare commit)."""
+
+    def begin(self) -> None: ...
+    def step(self, s: Step) -> None: ...
+
+
+def drive_together(systems: list[Stepwise], paths: list[str], n: int, *, restores: int, log_limit: int,
+                   diff_span: int) -> list[Run]:
+    """Write W to `n` steps on every system at once: each step is taken by every system in turn, the order
+    rotating from step to step, so all of them meet the same load on a shared, noisy machine and their
+    ratios compare like with like. Then each file is closed, reopened and read as drive() does.
+    `write_seconds` is the sum of a system's own step times."""
+    recorders = []
+    for system, path in zip(systems, paths):
+        remove_files(path)
+        recorders.append(Recorder(path, n, None, system.driver))
+        system.open(path)
+    order = list(range(len(systems)))
+    try:
+        for system in systems:
+            system.begin()
+        with click.progressbar(length=n, label=f"W to {n:,} steps", file=sys.stderr) as bar:
+            for s in steps(n):
+                for i in order:
+                    t0 = time.perf_counter()
+                    systems[i].step(s)
+                    recorders[i].record(time.perf_counter() - t0)
+                order.append(order.pop(0))
+                if s.step % 500 == 0 or s.step == n:
+                    bar.update(s.step - bar.pos)
+    finally:
+        for system in systems:
+            system.close()
+    runs = []
+    for system, path, rec in zip(systems, paths, recorders):
+        run = Run(system.label, n, rec.save, rec.wall, rec.sizes, None, sum(rec.save))
+        run.file_bytes = disk_bytes(path)
+        run.payload_bytes = sum(payload_bytes(s) for s in steps(run.steps))
+        system.open(path)
+        try:
+            read(system, run, None, restores, log_limit, diff_span)
+        finally:
+            system.close()
+        runs.append(run)
+    return runs
 
 
 def read(system: System, run: Run, bounds: Bounds | None, restores: int, log_limit: int, diff_span: int) -> None:

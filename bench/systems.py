@@ -1,5 +1,6 @@
-"""The systems that run workload W without a graph: eventckpt (transactions and whole-state save()), the
-`eventsourcing` library on SQLite with snapshots, and a bare apsw commit of eventckpt's rows (the limit).
+"""The systems that run workload W without a graph: eventckpt (transactions, a tracked state's save() and
+whole-state save()), the `eventsourcing` library on SQLite with snapshots, and a bare apsw commit of
+eventckpt's rows (the limit).
 
 Every system gets the same durability: `normal` (WAL, synchronous=NORMAL: survives a killed process) or
 `full` (every commit fsynced), since an fsync costs more than everything else a step does on most disks.
@@ -40,7 +41,8 @@ def initial_state() -> dict[str, Any]:
 class EventckptTx:
     """eventckpt's native API, one transaction per step (append, set, usage): the O(change) path.
 
-    Version 1 holds the initial state, so W step v is version v + 1."""
+    Version 1 holds the initial state, so W step v is version v + 1. `begin()` and `step()` are what
+    `write()` times, so a driver can also interleave several systems step by step."""
 
     label = "eventckpt"
     driver = "apsw"
@@ -59,13 +61,20 @@ class EventckptTx:
             self.store = None
 
     def write(self, n: int, rec: Recorder) -> None:
-        self.stream.save(initial_state())
+        self.begin()
         for s in steps(n):
             t0 = time.perf_counter()
-            self.commit(s)
+            self.step(s)
             rec.record(time.perf_counter() - t0)
             if rec.should_stop():
                 return
+
+    def begin(self) -> None:
+        """The initial state, as version 1 (not timed)."""
+        self.stream.save(initial_state())
+
+    def step(self, s: Step) -> None:
+        self.commit(s)
 
     def commit(self, s: Step) -> None:
         """One W step as one transaction."""
@@ -96,23 +105,32 @@ class EventckptTx:
 
 
 class EventckptSave(EventckptTx):
-    """eventckpt's native API, save(values) of the whole state per step (diffed against the head)."""
+    """eventckpt's native API, save(values) of the whole state per step (compared with the head); the
+    step's edits of the state are timed with the save."""
 
     label = "eventckpt save()"
 
-    def write(self, n: int, rec: Recorder) -> None:
-        state = initial_state()
-        stream = self.stream
-        stream.save(state)
-        for s in steps(n):
-            state["messages"].append(s.message)
-            state["step"] = s.step
-            state["scratch"].update(s.scratch)
-            t0 = time.perf_counter()
-            stream.save(state, {"input_tokens": s.input_tokens, "output_tokens": s.output_tokens})
-            rec.record(time.perf_counter() - t0)
-            if rec.should_stop():
-                return
+    def begin(self) -> None:
+        self.state = initial_state()
+        self.stream.save(self.state)
+
+    def step(self, s: Step) -> None:
+        state = self.state
+        state["messages"].append(s.message)
+        state["step"] = s.step
+        state["scratch"].update(s.scratch)
+        self.stream.save(state, {"input_tokens": s.input_tokens, "output_tokens": s.output_tokens})
+
+
+class EventckptTracked(EventckptSave):
+    """eventckpt's native API, a tracked state (checkout()) edited in place and save()d each step: the
+    edits are recorded as they happen, so the step's time includes them."""
+
+    label = "eventckpt tracked save()"
+
+    def begin(self) -> None:
+        self.stream.save(initial_state())
+        self.state = self.stream.checkout()
 
 
 class Bare:
@@ -140,14 +158,20 @@ class Bare:
             self.conn = None
 
     def write(self, n: int, rec: Recorder) -> None:
-        assert self.conn is not None
-        self.conn.execute("INSERT INTO streams (name, created_at) VALUES ('w', ?)", (format_time(utc_now()),))
+        self.begin()
         for s in steps(n):
             t0 = time.perf_counter()
-            self.commit(s, s.step)
+            self.step(s)
             rec.record(time.perf_counter() - t0)
             if rec.should_stop():
                 return
+
+    def begin(self) -> None:
+        assert self.conn is not None
+        self.conn.execute("INSERT INTO streams (name, created_at) VALUES ('w', ?)", (format_time(utc_now()),))
+
+    def step(self, s: Step) -> None:
+        self.commit(s, s.step)
 
     def commit(self, s: Step, version: int, stream_id: int = 1) -> None:
         """One step's version row and event rows in one write transaction, and nothing else."""

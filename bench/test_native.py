@@ -1,5 +1,5 @@
-"""eventckpt's native API on W stores of each size: save (whole state and transaction), restore, fork,
-next to a bare apsw commit of the same rows."""
+"""eventckpt's native API on W stores of each size: save (whole state, tracked state and transaction),
+restore, fork, next to a bare apsw commit of the same rows."""
 
 from __future__ import annotations
 
@@ -30,6 +30,25 @@ def test_save_whole_state(benchmark, w_copy: Path, versions: int) -> None:
 
         benchmark.pedantic(stream.save, setup=next_state, rounds=ROUNDS)
         assert stream.state() == state
+
+
+def test_save_tracked_state(benchmark, w_copy: Path, versions: int) -> None:
+    """A tracked state (checkout()) edited in place and saved: the edits are recorded as they happen (and
+    timed with the save), nothing is compared."""
+    with eventckpt.open(w_copy) as store:
+        stream = store.stream("w")
+        state, work = stream.checkout(), steps_after(versions)
+        assert state["step"] == versions
+
+        def step() -> None:
+            s = next(work)
+            state["messages"].append(s.message)
+            state["step"] = s.step
+            state["scratch"].update(s.scratch)
+            stream.save(state, {"input_tokens": s.input_tokens, "output_tokens": s.output_tokens})
+
+        benchmark.pedantic(step, rounds=ROUNDS)
+        assert stream.state() == state and state.version == versions + 1 + ROUNDS
 
 
 def test_save_transaction(benchmark, w_copy: Path, versions: int) -> None:

@@ -39,6 +39,7 @@ from .query import HistoryEntry
 from .snapshot import SnapshotPolicy
 from .store import Store, copy, open
 from .stream import CheckpointStore
+from .tracked import TrackedDict, TrackedList, TrackedState
 from .transaction import Transaction
 from .verify import VerifyReport
 
@@ -86,6 +87,9 @@ __all__ = [
     "StreamExistsError",
     "StreamInUseError",
     "StreamNotFoundError",
+    "TrackedDict",
+    "TrackedList",
+    "TrackedState",
     "Transaction",
     "VerifyReport",
     "VersionNotFoundError",

@@ -39,6 +39,7 @@ _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 _TAG_MARK = '{"$'  # cannot occur inside a JSON string (quotes there are escaped), so absence = no tags
 
 JSON_SCALARS = (str, int, float, bool, type(None))
+_NOT_PLAIN: Any = object()
 
 
 class _Unencodable(Exception):
@@ -105,16 +106,57 @@ class Codec:
         return self.encode(value).decode()
 
     def encode_copy(self, value: Any) -> tuple[bytes, Any]:
-        """The JSON bytes of `value` and an independent copy of it (immutable scalars are their own copy)."""
-        t = type(value)
-        if (t is str or t is bool or value is None or (t is int and _INT_MIN <= value <= _INT_MAX)
-                or (t is float and math.isfinite(value))):
+        """The JSON bytes of `value` and an independent copy of it.
+
+        The copy's dicts and lists are new; its str, int, float, bool and None leaves are the caller's own
+        (immutable) objects. Sharing them is what keeps a later `save()` of the same objects fast: the
+        head's copy and the caller's value then compare by identity leaf by leaf, at C speed, instead of
+        comparing every string's characters.
+        """
+        copy = self._plain_copy(value, 0)
+        if copy is not _NOT_PLAIN:
             try:
-                return orjson.dumps(value), value
+                return orjson.dumps(value), copy
             except orjson.JSONEncodeError as exc:  # a lone surrogate in a str
                 raise SerializationError((), str(exc), "str") from None
         raw = self.encode(value)
         return raw, self.decode(raw)
+
+    def _plain_copy(self, v: Any, depth: int) -> Any:
+        """A copy of `v` sharing its scalars when `v` is plain JSON data (see `_plain`), else _NOT_PLAIN."""
+        t = type(v)
+        if t is dict:
+            for k in v:
+                if type(k) is not str or k[:1] == "$":
+                    return _NOT_PLAIN
+            out = dict(v)
+            pairs: Iterable[tuple[Any, Any]] = v.items()
+        elif t is list:
+            out = v[:]
+            pairs = enumerate(v)
+        else:
+            plain = t is str or t is bool or v is None or (t is int and _INT_MIN <= v <= _INT_MAX) or (
+                t is float and math.isfinite(v))
+            return v if plain else _NOT_PLAIN
+        if depth >= MAX_DEPTH:
+            return _NOT_PLAIN
+        for key, item in pairs:  # scalars inline, as in _plain
+            ti = type(item)
+            if ti is str or ti is bool or item is None:
+                continue
+            if ti is int:
+                if _INT_MIN <= item <= _INT_MAX:
+                    continue
+                return _NOT_PLAIN
+            if ti is float:
+                if math.isfinite(item):
+                    continue
+                return _NOT_PLAIN
+            inner = self._plain_copy(item, depth + 1)
+            if inner is _NOT_PLAIN:
+                return _NOT_PLAIN
+            out[key] = inner
+        return out
 
     def _plain(self, v: Any, depth: int) -> bool:
         """Whether `v` is already plain JSON data that orjson writes exactly (the common, fast case)."""

@@ -60,19 +60,24 @@ def commit(
     tool_rows: Sequence[Sequence[Any]] = (),
     created_at: str | None = None,
     at: int | None = None,
+    expected_head: tuple[int, int | None] | None = None,
+    committed: Callable[[int, int], None] | None = None,
 ) -> Checkpoint:
     """Commit the change `produce(head state)` as the next version of stream `task_id` (created by its
     first commit). `check_paths`: the change is recorded operations (check them against the head);
     otherwise diff events carrying the caller's objects (encode and copy them). `usage_of(previous
     counters)` gives the new counters. `at` (imports only) numbers the version above the head instead of
     head + 1, so an export thinned out by retention keeps its version numbers; `created_at` keeps its time.
+    `expected_head` (tracked states) is the (version, stream row id) the head must be, else ConflictError
+    (a stream deleted and saved again is a new row; an empty head is (0, None) whatever its row);
+    `committed(version, stream row id)` is called once the version is committed.
     """
     if not checked:
         check_options(metadata=metadata, name=name, auto=auto, expected_version=expected_version,
                       checkpoint_id=checkpoint_id)
     meta_text = core.codec.encode_text(dict(metadata)) if metadata else None
     attempt = _Attempt(core, task_id, produce, check_paths, usage_of, name, int(auto), meta_text, expected_version,
-                       checkpoint_id, tool_rows, created_at, at)
+                       checkpoint_id, tool_rows, created_at, at, expected_head)
     with core.session() as journal, core.stream_lock(task_id):
         for n in range(_ATTEMPTS):
             try:
@@ -101,7 +106,7 @@ def commit(
                 if exc.committed is None:  # did it commit? look it up by its checksum
                     try:
                         if attempt.landed(journal):
-                            return attempt.checkpoint(journal)
+                            return attempt.checkpoint(journal, committed)
                     except StoreUnavailableError as again:  # the server is still away: nobody can tell
                         raise StoreUnavailableError(str(again), code=again.code, committed=None) from None
                 continue  # known not to have committed: redo it (the pool waits for the server)
@@ -110,26 +115,31 @@ def commit(
             except BaseException:
                 core.forget(attempt.stream_id, task_id)
                 raise
-            return attempt.checkpoint(journal)
+            return attempt.checkpoint(journal, committed)
     raise StoreBusyError(f"{task_id}: other writers kept committing first ({_ATTEMPTS} attempts)", code="contention")
 
 
 def commit_recorded(core: Core, task_id: str, recorded: list[Recorded], usage_add: dict[str, int | float],
                     tool_rows: Sequence[Sequence[Any]] = (), **options: Any) -> Checkpoint:
     """Commit recorded operations (a transaction's) as one version; `usage_add` adds to the counters."""
+    return commit(core, task_id, redoable(core, recorded), True, lambda prev: added(prev, usage_add), checked=True,
+                  tool_rows=tool_rows, **options)
+
+
+def redoable(core: Core, recorded: list[Recorded]) -> Produce:
+    """The recorded operations as a commit's change, for every attempt: folding an operation puts its value
+    into the head state, where later operations of the same commit may change it, so a redo starts again
+    from the values' recorded JSON."""
     tries = [0]
 
     def events(head: dict[str, Any]) -> list[Recorded]:
-        # Folding an operation puts its value into the head state, where later operations of the same
-        # transaction may change it: a redo starts again from the values' recorded JSON.
         tries[0] += 1
         if tries[0] == 1:
             return recorded
         decode = core.codec.decode
         return [(op, path, decode(raw) if raw is not None else value, raw) for op, path, value, raw in recorded]
 
-    return commit(core, task_id, events, True, lambda prev: added(prev, usage_add), checked=True, tool_rows=tool_rows,
-                  **options)
+    return events
 
 
 class _Attempt:
@@ -138,10 +148,11 @@ class _Attempt:
     def __init__(self, core: Core, task_id: str, produce: Produce, check_paths: bool, usage_of: UsageOf,
                  name: str | None, auto: int, meta_text: str | None, expected_version: int | None,
                  checkpoint_id: str | None, tool_rows: Sequence[Sequence[Any]], created_at: str | None,
-                 at: int | None) -> None:
+                 at: int | None, expected_head: tuple[int, int | None] | None = None) -> None:
         self.core, self.task_id, self.produce, self.check_paths, self.usage_of = core, task_id, produce, check_paths, usage_of
         self.name, self.auto, self.meta_text, self.expected_version = name, auto, meta_text, expected_version
         self.checkpoint_id, self.tool_rows, self.created_at, self.at = checkpoint_id, tool_rows, created_at, at
+        self.expected_head = expected_head
         self.stream_id: int | None = None
         self.current = 0
         self.row: StreamRow | None = None
@@ -177,6 +188,10 @@ class _Attempt:
             if optimistic:  # nothing is applied yet: the cached head stays, to be caught up
                 raise _Stale()
             raise ConflictError(self.task_id, self.expected_version, current)
+        if self.expected_head is not None and (current, row.id if current else None) != self.expected_head:
+            if optimistic:
+                raise _Stale()
+            raise ConflictError(self.task_id, self.expected_head[0], current)
         if self.at is not None and self.at <= current:
             raise ConflictError(self.task_id, self.at - 1, current)
         version = max(current, head.floor) + 1 if self.at is None else self.at  # a removed head's number is not reused
@@ -212,11 +227,13 @@ class _Attempt:
         vrow = journal.version_row(self.row, version)
         return vrow is not None and vrow.checksum == checksum
 
-    def checkpoint(self, journal: Journal) -> Checkpoint:
-        """The checkpoint the successful attempt committed (built from what it wrote)."""
+    def checkpoint(self, journal: Journal, committed: Callable[[int, int], None] | None = None) -> Checkpoint:
+        """The checkpoint the successful attempt committed (built from what it wrote); `committed` hears of it."""
         assert self.row is not None and self.pending is not None
         core = self.core
         version, _, usage = self.pending
+        if committed is not None:
+            committed(version, self.row.id)
         return Checkpoint.trusted(
             self.task_id, version, dict(usage), core.codec.decode(self.meta_text) if self.meta_text else {},
             self.created, self.name, bool(self.auto), core.origin(journal, self.row), self.checkpoint_id,

@@ -20,6 +20,9 @@ SET, DELETE, APPEND, EXTEND, INCR, TRUNCATE = "set", "delete", "append", "extend
 OPS = (SET, DELETE, APPEND, EXTEND, INCR, TRUNCATE)
 _MISSING: Any = object()
 
+# Item types whose instances are == to no other type the codec decodes into (unlike int, float and bool).
+_EQUAL_ONLY_TO_ITSELF = frozenset({dict, list, str, tuple, type(None)})
+
 # Beyond these, rewriting the whole list is smaller than describing the edit.
 _MAX_FRONT_DROP = 64
 _MAX_ITEM_EDITS = 64
@@ -55,7 +58,7 @@ def same(a: Any, b: Any) -> bool:
                 return False
         return True
     if t is list or t is tuple:
-        return len(a) == len(b) and a == b and list(map(type, a)) == list(map(type, b))
+        return len(a) == len(b) and a == b and _same_types(a, b)
     if a == b:
         return True
     return t is float and a != a and b != b  # NaN (when allowed) is unchanged NaN
@@ -107,19 +110,23 @@ def _diff_value(old: Any, new: Any, path: Path, out: list[Event]) -> None:
 
 def _diff_list(old: list[Any], new: list[Any], path: Path, out: list[Event]) -> None:
     lo, ln = len(old), len(new)
-    if ln > lo and new[:lo] == old and _same_items(old, new):
-        _grow(new[lo:], path, out)
-        return
-    if ln < lo and old[:ln] == new and _same_items(new, old):
-        out.append(Event(TRUNCATE, path, ln))
-        return
+    if ln > lo:
+        prefix = new[:lo]
+        if prefix == old and _same_types(old, prefix):
+            _grow(new[lo:], path, out)
+            return
+    if ln < lo:
+        prefix = old[:ln]
+        if prefix == new and _same_types(prefix, new):
+            out.append(Event(TRUNCATE, path, ln))
+            return
     if ln and lo:
         # A window that dropped items at the front (and maybe grew at the end).
         try:
             k = old.index(new[0], 1, _MAX_FRONT_DROP + 1)
         except ValueError:
             k = 0
-        if k and old[k:] == new[: lo - k] and _same_items(old[k:], new):
+        if k and old[k:] == new[: lo - k] and _same_types(old[k:], new[: lo - k]):
             out.extend(Event(DELETE, path + (0,)) for _ in range(k))
             _grow(new[lo - k :], path, out)
             return
@@ -132,9 +139,16 @@ def _diff_list(old: list[Any], new: list[Any], path: Path, out: list[Event]) -> 
     out.append(Event(SET, path, new))
 
 
-def _same_items(short: list[Any], long: list[Any]) -> bool:
-    """Item types match pairwise over the shorter list (== already held; 1 == 1.0 == True)."""
-    return list(map(type, short)) == list(map(type, long[: len(short)]))
+def _same_types(head: list[Any], caller: list[Any]) -> bool:
+    """The items of two lists already equal by `==` (where 1 == 1.0 == True) have the same types pairwise.
+
+    `head` holds what the codec made (exact dict, list, str, ... types). When every item of the caller's
+    list is a dict, list, str, tuple or None, `==` already proves the head's item is of that very type
+    (nothing else the codec makes equals one), so only the caller's items are looked at: one pass instead
+    of two over a long conversation."""
+    if set(map(type, caller)) <= _EQUAL_ONLY_TO_ITSELF:
+        return True
+    return list(map(type, head)) == list(map(type, caller))
 
 
 def _grow(items: list[Any], path: Path, out: list[Event]) -> None:

@@ -22,6 +22,7 @@ from .paths import encodable
 from .rollback import rollback_on_error
 from .states import state_dict
 from .tools import ToolCall, ToolRegistry, UndoReport, decode_call, encode_calls, undo_tools
+from .tracked import TrackedState, save_tracked
 from .transaction import Transaction
 
 if TYPE_CHECKING:
@@ -173,8 +174,15 @@ class CheckpointStore:
 
         Token usage is cumulative. `token_usage` gives this version's totals (every counter: those not
         named are dropped); `add_usage` adds to the previous version's instead, as a transaction's
-        `add_usage()` does. Neither: the previous version's counters are kept."""
-        state = state_dict(values)
+        `add_usage()` does. Neither: the previous version's counters are kept.
+
+        A tracked state checked out from this stream (`checkout()`) commits exactly the changes it
+        recorded, compared with nothing; ConflictError when the stream's head is no longer the version
+        it was checked out at or last saved as. The other arguments mean the same for both."""
+        tracked = isinstance(values, TrackedState) and values.belongs_to(self)
+        if isinstance(values, TrackedState) and not tracked:
+            values = values.plain()  # another stream's (or store's) tracked state is plain data here
+        state = None if tracked else state_dict(values)
         usage = check_usage(token_usage)
         if add_usage is not None:
             if usage is not None:
@@ -191,9 +199,25 @@ class CheckpointStore:
                 return usage
             return added(prev, amounts) if add_usage is not None else prev
 
-        return commit(self.core, self.task_id, events, False, usage_of,
-                      metadata=metadata, name=name, auto=auto, expected_version=expected_version,
-                      checkpoint_id=checkpoint_id, tool_rows=tool_rows)
+        options = dict(metadata=metadata, name=name, auto=auto, expected_version=expected_version,
+                       checkpoint_id=checkpoint_id)
+        if tracked:
+            return save_tracked(self.core, self.task_id, values, usage_of, tool_rows, **options)
+        return commit(self.core, self.task_id, events, False, usage_of, tool_rows=tool_rows, **options)
+
+    def checkout(self) -> TrackedState:
+        """The head state as a tracked state: live dicts and lists (subclasses of dict and list) that
+        record their own in-place changes, so `save(state)` commits exactly those changes without
+        comparing anything (see eventckpt.tracked). Like `version`, a stream without versions (or not
+        created yet) gives what its first save builds on: an empty state."""
+        core = self.core
+        with core.session() as journal, core.stream_lock(self.task_id):
+            found = journal.stream_and_head(self.task_id)
+            if found is None or found[1] == 0:
+                return TrackedState.checkout(self, {}, 0, None)
+            row, version = found
+            head = core.head(journal, row, version)
+            return TrackedState.checkout(self, head.state, head.version, row.id)
 
     def transaction(
         self,

@@ -67,3 +67,18 @@ def test_reads_after_reopen_are_independent(store_target: str) -> None:
         value = task.state(1)
         value["a"].append(99)
         assert task.state(1) == {"a": [1]}
+
+
+def test_saved_copies_are_deep_though_scalars_are_shared(store: eventckpt.Store) -> None:
+    """save() shares only immutable scalars with the caller: editing a nested dict or list of an appended
+    item afterwards changes neither the saved version nor the head, and the next save records the edit."""
+    task = store.stream("t")
+    item = {"role": "tool", "parts": [{"text": "a"}], "meta": {"tags": ["x"]}}
+    state = {"messages": [item]}
+    task.save(state)
+    item["parts"][0]["text"] = "b"
+    item["parts"].append({"text": "c"})
+    item["meta"]["tags"].append("y")
+    assert task.state(1) == {"messages": [{"role": "tool", "parts": [{"text": "a"}], "meta": {"tags": ["x"]}}]}
+    task.save(state)
+    assert task.state(2) == state and task.state(1)["messages"][0]["parts"] == [{"text": "a"}]

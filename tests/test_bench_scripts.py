@@ -22,9 +22,12 @@ def _run(script: str, *args: str) -> str:
 
 
 def test_w_native_prints_ratios_to_the_bare_commit(tmp_path: Path) -> None:
-    """w_native.py runs W with transactions, save() and bare commits and prints their ratios."""
+    """w_native.py runs W with transactions, a tracked state's save(), plain save() and bare commits in
+    turn and prints their ratios (to the bare commit and to transactions) and how flat each stays."""
     out = _run("w_native.py", "--steps", "150", "--restores", "3", "--dir", str(tmp_path))
-    assert "ratio tx/bare" in out and "ratio save/bare" in out
+    for line in ("ratio tx/bare", "ratio tracked/bare", "ratio save/bare", "ratio tracked/tx", "ratio save/tx",
+                 "flat tracked"):
+        assert line in out, out
 
 
 def test_query_bench_builds_w_and_checks_the_targets(tmp_path: Path) -> None:

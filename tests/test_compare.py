@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LABELS = ["eventckpt", "eventckpt save()", "LangGraph SqliteSaver", "LangGraph SqliteSaver + DeltaChannel",
+LABELS = ["eventckpt", "eventckpt tracked save()", "eventckpt save()", "LangGraph SqliteSaver", "LangGraph SqliteSaver + DeltaChannel",
           "LangGraph EventCkptSaver", "eventsourcing", "bare apsw (limit)"]
 PNG = b"\x89PNG\r\n\x1a\n"
 

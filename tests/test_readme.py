@@ -99,7 +99,7 @@ def test_readme_examples_run_in_order_in_one_directory(tmp_path: Path, monkeypat
         checked.append(expr)
 
     steps = readme_steps()
-    assert [s[0] for s in steps].count("python") == 3 and [s[0] for s in steps].count("cli") == 17
+    assert [s[0] for s in steps].count("python") == 4 and [s[0] for s in steps].count("cli") == 17
     for step in steps:
         if step[0] == "python":
             exec(compile(with_checks(step[1], "_check"), "README example", "exec"), {"_check": check})
@@ -112,3 +112,18 @@ def test_readme_examples_run_in_order_in_one_directory(tmp_path: Path, monkeypat
             assert step[2] is None or done.stdout.rstrip("\n") == step[2], (step[1], done.stdout)
     assert len(checked) >= 8, checked
     assert "agent-1 v1 'planned' | manual | " in capsys.readouterr().out
+
+
+def test_tracked_state_example_runs(tmp_path: Path, monkeypatch) -> None:
+    """The tracked-state example runs as written and stores what its comments say."""
+    monkeypatch.chdir(tmp_path)
+    block = re.search(r"### Tracked state\n\n```python\n(.*?)```", README, re.S)
+    assert block
+    exec(compile(block.group(1), "README tracked state", "exec"), {})
+    with eventckpt.open(tmp_path / "agent.db") as store:
+        task = store.stream("chat-1")
+        assert task.version == 3 and task.get(2).token_usage == {"input_tokens": 90}
+        assert [(c.path, c.new) for c in task.diff(1, 2).changes] == [
+            (("messages", 0, "content"), "hi!"), (("messages", 1), {"role": "assistant", "content": "calling search"}),
+            (("scratch", "searches"), 1)]
+        assert task.state() == {"messages": [], "scratch": {}}

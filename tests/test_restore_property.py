@@ -1,5 +1,6 @@
 """Invariant 1: restore(stream, v) equals the fold of the lineage's changes, for every v, checked against a
-plain-Python model on random sequences of saves, transactions, forks, rollbacks and reopens."""
+plain-Python model on random sequences of saves, transactions, tracked-state edits and saves (refused when
+stale), forks, rollbacks and reopens."""
 
 from __future__ import annotations
 
@@ -60,6 +61,17 @@ def at(state: Any, path: tuple[Any, ...]) -> Any:
     return state
 
 
+def fresh(value: Any) -> Any:
+    """A copy sharing nothing mutable, not even between its own parts (deepcopy keeps aliases)."""
+    if type(value) is dict:
+        return {k: fresh(v) for k, v in value.items()}
+    if type(value) is list:
+        return [fresh(v) for v in value]
+    if type(value) is set:
+        return set(value)
+    return value
+
+
 def model_apply(state: dict[str, Any], op: str, path: tuple[Any, ...], value: Any) -> None:
     """The model's own fold of one operation (independent of eventckpt.ops)."""
     parent = at(state, path[:-1])
@@ -90,6 +102,8 @@ class StoreMachine(RuleBasedStateMachine):
         self.store = eventckpt.open(self.path, snapshots=self.policy)
         self.model: dict[str, list[dict[str, Any]]] = {"s0": []}
         self.forks = 0
+        # stream -> (its tracked state, the plain data that state must hold: the same edits on plain Python)
+        self.tracked: dict[str, tuple[Any, dict[str, Any]]] = {}
 
     def teardown(self) -> None:
         self.store.close()
@@ -97,6 +111,10 @@ class StoreMachine(RuleBasedStateMachine):
 
     def _name(self, data: st.DataObject) -> str:
         return data.draw(st.sampled_from(sorted(self.model)), label="stream")
+
+    def _head_version(self, name: str) -> int:
+        """The version the stream's head is at (what a tracked state must be based on to be saved)."""
+        return len(self.model[name])
 
     def _head(self, name: str) -> dict[str, Any]:
         states = self.model[name]
@@ -227,6 +245,140 @@ class StoreMachine(RuleBasedStateMachine):
     def reopen(self) -> None:
         self.store.close()
         self.store = eventckpt.open(self.path, snapshots=self.policy)
+        self.tracked.clear()  # they belong to the closed Store
+
+    @rule(data=st.data())
+    def tracked_edit(self, data: st.DataObject) -> None:
+        """Edit a stream's tracked state in place (checked out on first use) and the same way a plain copy."""
+        name = self._name(data)
+        if name not in self.tracked:
+            self.tracked[name] = (self.store.stream(name).checkout(), fresh(self._head(name)))
+        state, live = self.tracked[name]
+        for _ in range(data.draw(st.integers(1, 4), label="tracked edits")):
+            self._tracked_edit(state, live, data)
+        assert strict_equal(state.plain(), live)
+
+    @precondition(lambda self: self.tracked)
+    @rule(data=st.data())
+    def tracked_save(self, data: st.DataObject) -> None:
+        """Save a tracked state: its edits when the stream is still at its version, else ConflictError
+        (nothing written) and a refresh."""
+        name = data.draw(st.sampled_from(sorted(self.tracked)), label="tracked")
+        state, live = self.tracked[name]
+        stream = self.store.stream(name)
+        if state.version != self._head_version(name):
+            before = stream.version
+            with pytest.raises(eventckpt.ConflictError):
+                stream.save(state)
+            assert stream.version == before
+            state.refresh()
+            self.tracked[name] = (state, fresh(self._head(name)))
+            assert strict_equal(state.plain(), self.tracked[name][1])
+            return
+        stream.save(state, metadata={"tracked": True})
+        self.model[name].append(fresh(live))
+        assert state.version == len(self.model[name])
+
+    def _tracked_edit(self, state: Any, live: dict[str, Any], data: st.DataObject) -> None:
+        self.tracked_root, self.tracked_root_mirror = state, live
+        place = data.draw(st.sampled_from(containers(live)), label="container")
+        node, mirror = at(state, place), at(live, place)
+        if type(mirror) is dict:
+            self._tracked_dict_edit(node, mirror, place == (), data)
+        else:
+            self._tracked_list_edit(node, mirror, data)
+
+    def _tracked_dict_edit(self, node: Any, mirror: dict[Any, Any], root: bool, data: st.DataObject) -> None:
+        kind = data.draw(st.sampled_from(["set", "set", "delete", "pop", "clear", "update", "setdefault", "set a set",
+                                          "grow a set"]), label="dict edit")
+        keys = list(mirror)
+        new_key = data.draw(KEYS if root else NESTED_KEYS, label="new key")
+        key = data.draw(st.sampled_from(keys), label="key") if keys and data.draw(st.booleans()) else new_key
+        if kind == "set":
+            value = data.draw(VALUES, label="value")
+            node[key] = value
+            mirror[key] = fresh(value)
+        elif kind == "set a set":
+            value = data.draw(st.sets(st.integers(0, 5), max_size=3), label="set")
+            node[key] = value
+            mirror[key] = set(value)
+        elif kind == "grow a set":  # the tracker cannot see this: the save compares the set
+            sets = [(place, k) for place in containers(self.tracked_root_mirror) for k, v in
+                    (at(self.tracked_root_mirror, place).items() if type(at(self.tracked_root_mirror, place)) is dict
+                     else enumerate(at(self.tracked_root_mirror, place))) if type(v) is set]
+            if sets:
+                place, k = data.draw(st.sampled_from(sets), label="set")
+                n = data.draw(st.integers(0, 9), label="n")
+                at(self.tracked_root, place)[k].add(n)
+                at(self.tracked_root_mirror, place)[k].add(n)
+        elif kind in ("delete", "pop") and key in mirror:
+            if kind == "delete":
+                del node[key]
+            else:
+                node.pop(key)
+            del mirror[key]
+        elif kind == "clear":
+            node.clear()
+            mirror.clear()
+        elif kind == "update":
+            values = {new_key: data.draw(VALUES, label="value")}
+            node.update(values)
+            mirror.update(fresh(values))
+        elif kind == "setdefault":
+            value = data.draw(VALUES, label="value")
+            node.setdefault(key, value)
+            mirror.setdefault(key, fresh(value))
+
+    def _tracked_list_edit(self, node: Any, mirror: list[Any], data: st.DataObject) -> None:
+        kinds = ["append", "extend", "insert", "set item", "pop", "slice", "delete slice", "clear", "reverse",
+                 "sort", "repeat"]
+        kind = data.draw(st.sampled_from(kinds), label="list edit")
+        n = len(mirror)
+        i = data.draw(st.integers(-n - 1, n + 1), label="index")
+        if kind == "append":
+            value = data.draw(VALUES, label="value")
+            node.append(value)
+            mirror.append(fresh(value))
+        elif kind == "extend":
+            values = data.draw(st.lists(VALUES, max_size=3), label="values")
+            node += values
+            mirror += fresh(values)
+        elif kind == "insert":
+            value = data.draw(VALUES, label="value")
+            node.insert(i, value)
+            mirror.insert(i, fresh(value))
+        elif kind == "set item" and -n <= i < n:
+            value = data.draw(VALUES, label="value")
+            node[i] = value
+            mirror[i] = fresh(value)
+        elif kind == "pop" and -n <= i < n:
+            node.pop(i)
+            mirror.pop(i)
+        elif kind in ("slice", "delete slice"):
+            j = data.draw(st.integers(-n - 1, n + 1), label="stop")
+            step = data.draw(st.sampled_from([None, None, 1, 2, -1]), label="step")
+            where = slice(i, j, step)
+            if kind == "delete slice":
+                del node[where]
+                del mirror[where]
+            else:
+                size = len(range(*where.indices(n))) if step not in (None, 1) else data.draw(st.integers(0, 3))
+                values = data.draw(st.lists(VALUES, min_size=size, max_size=size), label="values")
+                node[where] = values
+                mirror[where] = fresh(values)
+        elif kind == "clear":
+            node.clear()
+            mirror.clear()
+        elif kind == "reverse":
+            node.reverse()
+            mirror.reverse()
+        elif kind == "sort":
+            node.sort(key=repr)
+            mirror.sort(key=repr)
+        elif kind == "repeat":  # each repetition is a copy in a tracked state (values put in are copied)
+            times = data.draw(st.integers(0, 2), label="times")
+            node *= times
+            mirror[:] = [fresh(v) for _ in range(times) for v in mirror]
 
     @invariant()
     def every_version_restores(self) -> None:

@@ -44,6 +44,9 @@ class RetentionMachine(StoreMachine):
     def _existing(self, name: str) -> list[int]:
         return [v for v, s in enumerate(self.model[name], 1) if s is not None]
 
+    def _head_version(self, name: str) -> int:
+        return max(self._existing(name), default=0)
+
     def _head(self, name: str) -> dict[str, Any]:
         """The state at the newest version that still exists (a removed head moves the head back)."""
         kept = [s for s in self.model[name] if s is not None]

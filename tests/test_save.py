@@ -116,6 +116,20 @@ def test_type_change_is_a_change(store: eventckpt.Store) -> None:
     assert state["flag"] is True and type(state["nested"]["x"]) is float
 
 
+def test_type_change_of_a_list_item_is_a_change(store: eventckpt.Store) -> None:
+    """A list item that changes only its type (1 -> 1.0 -> True -> 1) is recorded, whether the list kept
+    its length, grew or shrank."""
+    task = store.stream("task-1")
+    task.save({"l": [1, {"a": 1}, "s"]})
+    task.save({"l": [1.0, {"a": 1}, "s"]})
+    task.save({"l": [1.0, {"a": 1}, "s", None]})
+    task.save({"l": [True, {"a": 1}, "s", None, 5]})
+    task.save({"l": [1, {"a": 1}]})
+    types = [[type(x) for x in task.state(v)["l"]] for v in range(1, 6)]
+    assert types == [[int, dict, str], [float, dict, str], [float, dict, str, type(None)],
+                     [bool, dict, str, type(None), int], [int, dict]]
+
+
 def test_type_change_inside_list_item_is_not_seen(store: eventckpt.Store) -> None:
     """Documented limit: inside list items, save() compares with ==, so 1 -> 1.0 alone is not recorded
     (a transaction set() records it)."""
