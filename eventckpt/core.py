@@ -174,7 +174,7 @@ class Core:
 
     def _current(self, journal: Journal, head: Head, row: StreamRow) -> bool:
         """Whether a cached head was built under the tree's current history generation (dropped if not)."""
-        if not journal.may_have_changed() or journal.generation(row) == head.generation:
+        if not journal.rewritten_since(row, head.generation):
             return True
         self.forget_all()  # SQLite keeps one generation for the file: every head is as stale
         return False

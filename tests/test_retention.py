@@ -186,6 +186,30 @@ def test_stale_cache_in_another_connection(store_target: str) -> None:
             assert raw.one("SELECT count(*) FROM snapshots WHERE version > 60") > 0
 
 
+def test_a_commit_elsewhere_does_not_hide_a_prune_from_a_stale_head(store_target: str) -> None:
+    """A connection that cached a head before another pruned it, and committed to some other stream in
+    between, still sees its head as stale: it never reuses a pruned version number, the chain stays whole."""
+    never = SnapshotPolicy.never()
+    with eventckpt.open(store_target, snapshots=never) as a, eventckpt.open(store_target, snapshots=never) as b:
+        def chat(store: eventckpt.Store, name: str) -> None:
+            with store.stream(name).transaction() as tx:
+                tx.append("log", "message")
+                tx.incr("turn")
+
+        chat(a, "s0"), chat(b, "s0"), chat(a, "s0")  # b caches s0 at version 2
+        a.stream("s0").fork(at=1, task_id="f1")
+        for _ in range(4):
+            chat(a, "f1")
+        chat(a, "s0")
+        assert a.stream("s0").prune(1).removed == (2, 3)
+        chat(b, "f1")  # b commits elsewhere after the prune: its next commit to s0 must still notice it
+        chat(b, "s0")
+        assert b.stream("s0").version == 5 and b.stream("s0").state() == {"log": ["message"] * 5, "turn": 5}
+    with eventckpt.open(store_target) as fresh:
+        assert [cp.version for cp in fresh.stream("s0").log()] == [5, 4, 1]
+        assert fresh.verify().ok
+
+
 def test_pruned_tool_calls_move_to_the_next_kept_version(store: eventckpt.Store, tmp_path: Path) -> None:
     """Tool calls of removed versions fold into the next kept version, so undo_tools still finds them."""
     undone: list[str] = []

@@ -218,9 +218,10 @@ class Journal(ABC):
         generation on, so commits built on heads from before are refused. Returns the new generation."""
 
     @abstractmethod
-    def may_have_changed(self) -> bool:
-        """Whether another session may have committed since this one's last commit (cheap; True when
-        unsure). When False, cached heads need no generation check."""
+    def rewritten_since(self, stream: StreamRef, generation: int) -> bool:
+        """Whether retention rewrote the stream's history since a state was built under `generation`:
+        `generation(stream) != generation`, answered without a query when the engine can tell that
+        nothing changed since this session last read the generation."""
 
     @abstractmethod
     def snapshots_in(self, owner: StreamRef, lo: int, hi: int) -> list[tuple[int, str, str]]:

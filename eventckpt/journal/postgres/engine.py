@@ -277,9 +277,6 @@ class Engine:
             finally:
                 self._batch = False
 
-    def may_have_changed(self) -> bool:
-        return True  # other hosts commit without telling us; the generation is read when it matters
-
     def close(self) -> None:
         """Nothing here: the backend owns the connection."""
 

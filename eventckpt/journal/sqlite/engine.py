@@ -126,7 +126,9 @@ class Engine:
         self.conn = conn
         self.path = path
         self._depth = 0
-        self._committed_at: int | None = None  # the file's data version right after our last commit
+        # The file's generation as this connection last read or set it, and the data version it read it
+        # at (inside a transaction): while no other connection commits, it cannot move.
+        self._generation_seen: tuple[int, int] | None = None
         self._batch = False  # inside batch(): write transactions are savepoints of one outer transaction
         self.on_close: Callable[[], None] | None = None  # run once after the connection closed
 
@@ -189,17 +191,9 @@ class Engine:
             self.rollback()
             self._fail(exc, "COMMIT")
         self._depth = 0
-        self._committed_at = self.conn.data_version()
-
-    def may_have_changed(self) -> bool:
-        """Whether another connection may have committed since our last commit: SQLite's data version (a
-        file-control call, no SQL). The pager refreshes that counter only when a transaction begins, so
-        outside one the answer is "unsure" (True)."""
-        if not self._depth or self._committed_at is None:
-            return True
-        return self.conn.data_version() != self._committed_at
 
     def rollback(self) -> None:
+        self._generation_seen = None  # a rolled-back bump_generation() never happened: read the file again
         if self._depth > 1:  # undo one savepoint of batch(); the outer transaction goes on
             self._depth -= 1
             if not self.conn.get_autocommit():

@@ -119,7 +119,7 @@ class Tables(Engine):
             return
         self.begin()  # its own BEGIN IMMEDIATE transaction, or a savepoint of a batch (write(), inlined)
         try:
-            if self.may_have_changed() and self.generation(commit.stream) != commit.generation:
+            if self.rewritten_since(commit.stream, commit.generation):
                 raise HistoryRewritten()
             self._insert(commit)
         except BaseException:
@@ -293,13 +293,28 @@ class Tables(Engine):
 
     def generation(self, stream: StreamRef) -> int:
         # One number for the whole file: BEGIN IMMEDIATE already serializes rewrites with every writer.
-        return self._one("SELECT generation FROM history_generation WHERE id = 1")[0]
+        generation = self._one("SELECT generation FROM history_generation WHERE id = 1")[0]
+        self._saw_generation(generation)
+        return generation
+
+    def rewritten_since(self, stream: StreamRef, generation: int) -> bool:
+        # SQLite's data version (a file-control call, no SQL) moves when another connection commits; the
+        # pager refreshes it only when a transaction begins, so outside one it proves nothing.
+        seen = self._generation_seen
+        if seen is not None and self.in_transaction and seen == (generation, self.conn.data_version()):
+            return False
+        return self.generation(stream) != generation
+
+    def _saw_generation(self, generation: int) -> None:
+        self._generation_seen = (generation, self.conn.data_version()) if self.in_transaction else None
 
     def lock_tree(self, tree_id: int) -> None:
         """BEGIN IMMEDIATE already holds the file's write lock."""
 
     def bump_generation(self, tree_id: int) -> int:
-        return self._one("UPDATE history_generation SET generation = generation + 1 WHERE id = 1 RETURNING generation")[0]
+        generation = self._one("UPDATE history_generation SET generation = generation + 1 WHERE id = 1 RETURNING generation")[0]
+        self._saw_generation(generation)  # rollback() forgets it: then the next check reads the file again
+        return generation
 
     def snapshots_in(self, owner: StreamRef, lo: int, hi: int) -> list[tuple[int, str, str]]:
         """(version, state, manifest) of one stream's snapshots with lo <= version <= hi, in order."""
