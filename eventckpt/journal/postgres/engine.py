@@ -18,19 +18,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import psycopg
 from psycopg import errors as pg
 
 from ... import errors
+from ..ladder import ladder_files
 
 if TYPE_CHECKING:
     from . import PostgresBackend
 
-_SCHEMA_FILE = re.compile(r"(\d{3})_[a-z0-9_]+\.sql\Z")
 _DUPLICATE = (pg.UniqueViolation, pg.DuplicateSchema, pg.DuplicateObject, pg.DuplicateTable, pg.DuplicateFunction)
 _LADDER_TRIES = 10
 
@@ -38,26 +36,9 @@ _LADDER_TRIES = 10
 # -- the schema ladder ----------------------------------------------------------------------------
 
 
-def _schema_dir() -> Any:
-    packaged = resources.files("eventckpt") / "schema" / "postgresql"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[3] / "schema" / "postgresql"  # a source checkout
-
-
 def schema_files() -> list[tuple[int, str, str]]:
-    """(number, name, sql) of every PostgreSQL schema file, in ladder order. Each file ends by recording
-    its number in eventckpt.store_info."""
-    found = []
-    for entry in _schema_dir().iterdir():
-        m = _SCHEMA_FILE.match(entry.name)
-        if m:
-            found.append((int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
-    found.sort()
-    numbers = [n for n, _, _ in found]
-    if not numbers or numbers[0] != 1 or len(set(numbers)) != len(numbers):
-        raise RuntimeError(f"schema files must start at 001 and be numbered uniquely: {[name for _, name, _ in found]}")
-    return found
+    """(number, name, sql) of every PostgreSQL schema file, in ladder order."""
+    return ladder_files("postgresql")
 
 
 SCHEMA_VERSION = schema_files()[-1][0]

@@ -4,48 +4,25 @@ errors are translated, and the plumbing (statements, transactions) the table mix
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from importlib import resources
-from pathlib import Path
 from typing import Any, NoReturn
 
 import apsw
 
 from ... import errors
+from ..ladder import ladder_files
 
 APPLICATION_ID = 0x45434B50  # "ECKP": marks the file as an eventckpt store
 DURABILITY = {"normal": "PRAGMA synchronous = NORMAL", "full": "PRAGMA synchronous = FULL"}
-_SCHEMA_FILE = re.compile(r"(\d{3})_[a-z0-9_]+\.sql\Z")
 
 
 # -- the schema ladder ----------------------------------------------------------------------------
 
 
-def _schema_dir() -> Any:
-    packaged = resources.files("eventckpt") / "schema"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[3] / "schema"  # a source checkout
-
-
 def schema_files() -> list[tuple[int, str, str]]:
-    """(number, name, sql) of every schema file, in ladder order: numbers start at 1 and are unique.
-
-    Numbers are handed out per feature branch, so a branch may lack a rung another branch adds; the
-    schema version is the highest number, and a file applies every rung above its user_version.
-    """
-    found = []
-    for entry in _schema_dir().iterdir():
-        m = _SCHEMA_FILE.match(entry.name)
-        if m:
-            found.append((int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
-    found.sort()
-    numbers = [n for n, _, _ in found]
-    if not numbers or numbers[0] != 1 or len(set(numbers)) != len(numbers):
-        raise RuntimeError(f"schema files must start at 001 and be numbered uniquely: {[name for _, name, _ in found]}")
-    return found
+    """(number, name, sql) of every schema file, in ladder order."""
+    return ladder_files()
 
 
 SCHEMA_VERSION = schema_files()[-1][0]
