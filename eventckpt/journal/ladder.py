@@ -11,7 +11,9 @@ _SCHEMA_FILE = re.compile(r"(\d{3})_[a-z0-9_]+\.sql\Z")
 
 
 def _schema_dir(*folder: str) -> Any:
-    packaged = resources.files("eventckpt").joinpath("schema", *folder)
+    packaged = resources.files("eventckpt") / "schema"
+    for name in folder:  # one step at a time: Python 3.10's Traversable takes one name per join
+        packaged = packaged / name
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parents[2].joinpath("schema", *folder)  # a source checkout
