@@ -144,7 +144,10 @@ def normalize(path: object) -> Path:
     if type(path) is tuple:
         # Only tuples of str keys are cached: ("a", True) == ("a", 1), so a tuple holding an index could
         # find another's entry, while a key equal to a str key is that str.
-        known = _KEYS.get(path)
+        try:
+            known = _KEYS.get(path)
+        except TypeError:  # an unhashable part (a list): no path, and _normalize says why
+            known = None
         if known is not None:
             return known
         parts = _normalize(path)

@@ -62,6 +62,22 @@ def test_malformed_paths_raise_path_error_naming_them(store: eventckpt.Store, st
     assert journal_rows(store_target) == before
 
 
+@pytest.mark.parametrize("parts", [(None, []), ("a", []), ("a", {}), ("a", ["b"])])
+def test_tuple_paths_holding_unhashable_parts_raise_path_error(store: eventckpt.Store, store_target: str,
+                                                               parts: tuple) -> None:
+    """A tuple path holding a list or dict is refused with PathError (not a TypeError from a cache lookup),
+    in a transaction and in history; nothing is written."""
+    task = store.stream("t")
+    task.save({"a": {"b": 1}})
+    before = journal_rows(store_target)
+    with pytest.raises(eventckpt.PathError):
+        with task.transaction() as tx:
+            tx.set(parts, 1)
+    with pytest.raises(eventckpt.PathError):
+        task.history(parts)
+    assert journal_rows(store_target) == before
+
+
 def test_transactions_and_history_read_str_paths_as_paths(store: eventckpt.Store, store_target: str) -> None:
     """tx.set("scratch.answer") and tx.set("$.scratch.answer") set a nested key (not a top-level key named
     with a dot); history("scratch.answer") finds both changes; a top-level key with a dot is `$."a.b"`."""

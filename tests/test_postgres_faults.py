@@ -6,6 +6,7 @@ process."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,7 +41,8 @@ with eventckpt.open(url, timeout=60) as store:
                 break
             except eventckpt.StoreUnavailableError:
                 time.sleep(0.05)
-        print("ack", version, i, flush=True)
+        sys.stdout.write(f"ack {version} {i}\\n")  # one write: a kill never leaves half a line
+        sys.stdout.flush()
 """
 
 
@@ -63,7 +65,8 @@ def check_store(url: str, stream: str, acked: dict[int, int]) -> int:
 
 
 def acks(out: str) -> dict[int, int]:
-    return {int(v): int(s) for v, s in (line.split()[1:] for line in out.splitlines() if line.startswith("ack"))}
+    """{version: step} of the whole "ack VERSION STEP" lines (a line cut short by the kill is no ack)."""
+    return {int(m[1]): int(m[2]) for m in re.finditer(r"^ack (\d+) (\d+)\n", out, re.MULTILINE)}
 
 
 def test_clients_sigkilled_mid_commit_leave_only_whole_versions(pg_target: str) -> None:
@@ -84,7 +87,10 @@ def test_clients_sigkilled_mid_commit_leave_only_whole_versions(pg_target: str) 
         else:
             time.sleep(0.1 + 0.15 * round_)
             proc.send_signal(signal.SIGKILL)
-        out, err = proc.communicate(timeout=30)
+        proc.wait(30)
+        # Read through the same buffered file readline() used (communicate() would read the pipe under it
+        # and lose what readline() had buffered past the first line); the writer is dead, so this ends.
+        out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
         assert proc.returncode == -signal.SIGKILL, (proc.returncode, err)
         new = acks("".join(lines) + out)
         assert new, (round_, lines, err)  # this round committed something before it was killed
