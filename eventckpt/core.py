@@ -28,7 +28,7 @@ import orjson
 
 from .checkpoint import ForkOrigin
 from .codec import Codec
-from .errors import StoreClosedError, VersionNotFoundError
+from .errors import StoreClosedError, StreamNotFoundError, VersionNotFoundError
 from .integrity import ROOT
 from .journal import Backend, Journal, Segment, StreamRow, segments_for
 from .materialize import materialize, replay
@@ -118,6 +118,13 @@ class Core:
         """Cache a lineage read by other means (a search reads many at once)."""
         with self._cache_lock:
             self._chains.setdefault(chain[-1].id, chain)
+
+    def existing(self, journal: Journal, name: str) -> tuple[StreamRow, int]:
+        """The stream named `name` and its head version; StreamNotFoundError when it does not exist."""
+        found = journal.stream_and_head(name)
+        if found is None:
+            raise StreamNotFoundError(name)
+        return found
 
     def segments(self, journal: Journal, row: StreamRow, upto: int) -> list[Segment]:
         """The stream's lineage as segments, clipped to versions <= upto."""

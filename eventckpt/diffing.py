@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .checkpoint import Checkpoint
 from .codec import quiet_gc
-from .errors import InvalidArgumentError, StreamNotFoundError, VersionNotFoundError
+from .errors import InvalidArgumentError, VersionNotFoundError
 from .journal import EventRow, Journal, Segment
 from .materialize import appended_items, rebuild_key, replay
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
@@ -160,10 +160,7 @@ class _Side:
             version = spec
         else:
             raise InvalidArgumentError(argument, spec, "a version is an int, a (task_id, version) pair or a Checkpoint")
-        found = journal.stream_and_head(task_id)
-        if found is None:
-            raise StreamNotFoundError(task_id)
-        row, head = found
+        row, head = core.existing(journal, task_id)
         if version is None:
             version = head
         if type(version) is not int or not 1 <= version <= head:  # 0 names no checkpoint, as in get()

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .diffing import MISSING, key_at, list_length, value_at
-from .errors import InvalidArgumentError, PathError, StreamNotFoundError, VersionNotFoundError
+from .diffing import MISSING, descend, key_at, list_length, value_at
+from .errors import InvalidArgumentError, PathError, VersionNotFoundError
 from .journal import Journal, Segment
 from .ops import APPEND, DELETE, SET
 from .paths import Path, from_text, normalize, to_text
@@ -91,7 +91,7 @@ def _read(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, 
     elif len(parts) >= 2 and type(parts[1]) is int:  # inside an item of a top-level list
         items = _window(journal, codec, segments, parts[0], version, parts[1], parts[1] + 1)
         if items is not None:
-            return _descend(items[0], parts[2:]) if items else MISSING
+            return descend(items[0], parts[2:]) if items else MISSING
     found = value_at(journal, codec, segments, parts, version) if len(parts) > 1 else \
         key_at(journal, codec, segments, parts[0], version)
     if type(found) is list and len(parts) == 1 and (start is not None or stop is not None):
@@ -102,10 +102,7 @@ def _read(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, 
 def _lineage(core: Core, task_id: str, journal: Journal, version: int | None) -> tuple[list[Segment], int]:
     """The lineage's segments up to `version` (the head when None) and that version; raises when the
     stream or the version does not exist."""
-    found = journal.stream_and_head(task_id)
-    if found is None:
-        raise StreamNotFoundError(task_id)
-    row, head = found
+    row, head = core.existing(journal, task_id)
     if version is None:
         version = head
     if type(version) is not int:
@@ -153,14 +150,3 @@ def _window(journal: Journal, codec: Codec, segments: list[Segment], key: str, v
             return None  # extends since: an event is not one item
         items += codec.decode_many(values)
     return items
-
-
-def _descend(found: Any, rest: Path) -> Any:
-    for key in rest:
-        if type(found) is dict and type(key) is str and key in found:
-            found = found[key]
-        elif type(found) is list and type(key) is int and key < len(found):
-            found = found[key]
-        else:
-            return MISSING
-    return found

@@ -13,7 +13,7 @@ import orjson
 from .checkpoint import Checkpoint, parse_time
 from .codec import Codec, quiet_gc
 from .diffing import MISSING, descend, equal, list_length, value_at
-from .errors import InvalidArgumentError, StreamNotFoundError, VersionNotFoundError
+from .errors import InvalidArgumentError, VersionNotFoundError
 from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamKey, StreamRow
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
 from .paths import Path, addressable, from_text, normalize, to_text
@@ -79,12 +79,9 @@ def log(core: Core, task_id: str, limit: int | None = None, *, before: int | Non
         raise InvalidArgumentError("auto", auto, "must be None or a bool")
     meta = meta_filters(core.codec, metadata)
     with core.session() as journal, journal.read():
-        found = journal.stream_and_head(task_id)
-        if found is None:
-            raise StreamNotFoundError(task_id)
+        row, head = core.existing(journal, task_id)
         if limit == 0:
             return []
-        row, head = found
         rows = journal.log_rows(core.segments(journal, row, head), before=before, limit=limit, name=name,
                                 auto=auto, meta=meta)
         return checkpoints(core, journal, task_id, row, rows)
@@ -132,12 +129,9 @@ def history(core: Core, task_id: str, path: Any, *, since: int | None = None, un
     ancestors = [(to_text(parts[:i]), to_text(parts[i:]), type(parts[i]) is int) for i in range(1, len(parts))]
     codec = core.codec
     with core.session() as journal, journal.read():
-        found = journal.stream_and_head(task_id)
-        if found is None:
-            raise StreamNotFoundError(task_id)
+        row, head = core.existing(journal, task_id)
         if limit == 0:
             return []
-        row, head = found
         until = head if until is None else min(until, head)
         chain = core.lineage(journal, row)
         segments = core.segments(journal, row, until)
@@ -279,10 +273,7 @@ def sizes(core: Core, task_id: str, since: int, until: int | None, limit: int | 
     check_limit("until", until, 0)
     check_limit("limit", limit, 0)
     with core.session() as journal, journal.read():
-        found = journal.stream_and_head(task_id)
-        if found is None:
-            raise StreamNotFoundError(task_id)
-        row, head = found
+        row, head = core.existing(journal, task_id)
         until = head if until is None else min(until, head)
         if limit == 0 or until < since:
             return []
@@ -296,10 +287,7 @@ def events(core: Core, task_id: str, version: int, limit: int | None) -> list[Hi
         raise InvalidArgumentError("version", version, "must be an int")
     check_limit("limit", limit, 0)
     with core.session() as journal, journal.read():
-        found = journal.stream_and_head(task_id)
-        if found is None:
-            raise StreamNotFoundError(task_id)
-        row, head = found
+        row, head = core.existing(journal, task_id)
         chain = core.lineage(journal, row)
         owner = core.owner(journal, row, version) if 1 <= version <= head else None
         vrow = journal.version_row(owner, version) if owner else None

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 
 from .checkpoint import format_time, utc_now
-from .errors import InvalidArgumentError, StreamNotFoundError, VersionInUseError, VersionNotFoundError
+from .errors import InvalidArgumentError, VersionInUseError, VersionNotFoundError
 from .integrity import ROOT, version_checksum
 from .journal import Journal, Segment, StreamRow, VersionRow, segments_for
 from .materialize import materialize
@@ -140,14 +140,8 @@ def _remove(core: Core, task_id: str, choose: Callable[[list[VersionRow], list[i
             strict: bool = False) -> Pruned:
     with core.session() as journal:
         with journal.write():
-            found = journal.stream_and_head(task_id)
-            if found is None:
-                raise StreamNotFoundError(task_id)
-            journal.lock_tree(found[0].tree_id)  # PostgreSQL: the tree's writers wait for this rewrite
-            found = journal.stream_and_head(task_id)  # read again: a commit may have landed before the lock
-            if found is None:
-                raise StreamNotFoundError(task_id)
-            row, head = found
+            journal.lock_tree(core.existing(journal, task_id)[0].tree_id)  # PostgreSQL: the tree's writers wait
+            row, head = core.existing(journal, task_id)  # read again: a commit may have landed before the lock
             chain = core.lineage(journal, row)
             lo = (row.fork_version or 0) + 1
             own = journal.version_rows([Segment(row.tree_id, row.id, lo, head)]) if head >= lo else []

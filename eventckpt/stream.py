@@ -54,10 +54,7 @@ class CheckpointStore:
 
     def _found(self, journal: Journal) -> tuple[StreamRow, int]:
         """The stream's row and head version; StreamNotFoundError when it does not exist."""
-        found = journal.stream_and_head(self.task_id)
-        if found is None:
-            raise StreamNotFoundError(self.task_id)
-        return found
+        return self.core.existing(journal, self.task_id)
 
     # -- reading ----------------------------------------------------------------------------------
 

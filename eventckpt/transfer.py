@@ -40,7 +40,7 @@ import orjson
 from .checkpoint import parse_time
 from .checks import check_new_name, check_usage
 from .commit import commit
-from .errors import InvalidArgumentError, StreamExistsError, StreamNotFoundError
+from .errors import InvalidArgumentError, StreamExistsError
 from .journal import Segment, StreamRow
 from .ops import DELETE, EXTEND, INCR, OPS, TRUNCATE
 from .paths import from_text
@@ -56,10 +56,7 @@ def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes
     """See Store.export. Lines are produced in batches, each read in one session."""
     core = store.core
     with core.session() as journal:
-        found = journal.stream_and_head(task_id)
-        if found is None:
-            raise StreamNotFoundError(task_id)
-        row, head = found
+        row, head = core.existing(journal, task_id)
         todo = [(row, head, None)]
         if forks:
             todo += [(r, journal.stream_and_head(r.name)[1], r) for r in core.subtree(journal, row)[1:]]
