@@ -15,15 +15,18 @@ from .snapshot import SnapshotPolicy, Tracker, parse_manifest
 
 def materialize(
     journal: Journal, codec: Codec, chain: Sequence[StreamRow], version: int, policy: SnapshotPolicy,
-    *, track: bool = True,
-) -> tuple[dict[str, Any], Tracker]:
-    """The state at `version` of the lineage ending with `chain[-1]`, and the snapshot tracker there.
+    *, track: bool = True, upto: int | None = None,
+) -> tuple[dict[str, Any], Tracker, list[EventRow]]:
+    """The state at `version` of the lineage ending with `chain[-1]`, the snapshot tracker there, and
+    the lineage's events after `version` through `upto` (read with the tail, for a caller that goes on
+    to later versions; empty without `upto`).
 
-    Cost: one snapshot, each shared key's own events (bulk-decoded), and the tail since the snapshot.
+    Cost: one snapshot, each shared key's appends before it (bulk-decoded), and one tail query.
     `track=False` (a read that will not write after it) skips the snapshot bookkeeping a writer needs,
     which also lets runs of appends replay in bulk; the tracker returned is then only the snapshot's.
     """
     segments = segments_for(chain, version)
+    later: list[EventRow] = []
     with journal.read(), quiet_gc():
         snap = journal.latest_snapshot(segments)
         if snap is None:
@@ -41,11 +44,19 @@ def materialize(
             if missing or type(state) is not dict:
                 raise CorruptStoreError(f"snapshot at version {since} lacks keys {missing!r} its manifest names")
         observer = tracker if track else None
+        # one tail query: a shared key's own events after the snapshot are among them
+        own: dict[str, list[EventRow]] = {key: [] for key in shared}
+        rest = []
+        for row in journal.tail(segments_for(chain, upto) if upto is not None and upto > version else segments, since):
+            if row[0] > version:
+                later.append(row)
+                continue
+            rows = own.get(from_text(row[3])[0]) if own else None
+            (rest if rows is None else rows).append(row)
         for key, base in shared.items():
-            rebuild_key(journal, codec, segments, state, key, base, since, observer)
-        tail = [row for row in journal.tail(segments, since) if from_text(row[3])[0] not in shared]
-        replay(codec, state, tail, observer)
-    return state, tracker
+            rebuild_key(journal, codec, segments, state, key, base, since, observer, own[key])
+        replay(codec, state, rest, observer)
+    return state, tracker, later
 
 
 def rebuild_key(
@@ -57,9 +68,10 @@ def rebuild_key(
     base: Any,
     since: int,
     tracker: Tracker | None,
+    after: list[EventRow] | None = None,
 ) -> None:
     """Rebuild one shared key: where it was last written (or nothing), its appends up to the snapshot in
-    bulk, then its own events after the snapshot."""
+    bulk, then its own events after the snapshot (`after`, when the caller already read them)."""
     path = to_text((key,))
     holder: dict[str, Any] = {}
     if type(base) is int:
@@ -80,7 +92,9 @@ def rebuild_key(
             holder[key].extend(items)
         else:
             holder[key] = items
-    replay(codec, holder, journal.key_events(segments, path, child_ranges(path), since), tracker)
+    if after is None:
+        after = journal.key_events(segments, path, child_ranges(path), since)
+    replay(codec, holder, after, tracker)
     if key in holder:
         state[key] = holder[key]
 

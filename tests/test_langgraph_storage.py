@@ -238,6 +238,25 @@ def test_the_newest_checkpoint_is_read_from_memory_as_fresh_objects(saver: Event
     assert third["messages"][1].content == "answer 1" and len(third["messages"]) == 13
 
 
+def test_an_older_checkpoint_reads_its_referred_writes_with_its_state(saver: EventCkptSaver) -> None:
+    """get_tuple of an older checkpoint takes the values its pending writes refer to from the same restore
+    as its state (its child is the next version): no separate query of the child's events, no second
+    look-up of the stream its listing query found, and the same checkpoint and writes as list() returns."""
+    run(saver, 12)
+    assert any('["@",' in row[0] for row in sql(saver.store.path, "SELECT writes FROM langgraph_writes"))
+    listed = list(saver.list({"configurable": {"thread_id": "t"}}))
+    statements: list[str] = []
+    conn = saver.store.core.backend.journal.conn
+    conn.exec_trace = lambda cursor, query, bindings: statements.append(query) or True
+    read = [saver.get_tuple(t.config) for t in listed[1:]]
+    conn.exec_trace = None
+    assert not any("LEFT JOIN events" in q or "FROM streams WHERE name" in q for q in statements)
+    for got, want in zip(read, listed[1:], strict=True):
+        assert got is not None and got.pending_writes == want.pending_writes
+        assert got.checkpoint["channel_values"] == want.checkpoint["channel_values"]
+    assert any(got.pending_writes for got in read)
+
+
 def test_reading_the_newest_checkpoint_while_a_graph_runs_sees_whole_states(saver: EventCkptSaver) -> None:
     """Readers on other threads always get a whole checkpoint from the cache, however the puts of a running
     graph grow it: every read's log holds exactly one line per step of that checkpoint, and a cached

@@ -136,3 +136,23 @@ def test_snapshot_written_in_the_versions_transaction(named: dict[str, str]) -> 
         orphans = raw.one("SELECT count(*) FROM snapshots s LEFT JOIN versions v USING (stream_id, version)"
                           " WHERE v.version IS NULL")
     assert orphans == 0
+
+
+def test_a_restore_reads_a_shared_keys_later_events_with_the_tail(tmp_path: Path) -> None:
+    """Restoring a version reads the snapshot, the shared list's appends before it, and one tail that also
+    holds the list's own later events: two queries of the events, not one more per shared key."""
+    path = tmp_path / "c.db"
+    with eventckpt.open(path, snapshots=SnapshotPolicy(min_tail_bytes=4096)) as store:
+        conversation(store, 300)
+    with eventckpt.open(path, snapshots=SnapshotPolicy(min_tail_bytes=4096)) as store:
+        task = store.stream("conv")
+        with RawSQL(path) as raw:
+            snapped = raw.execute("SELECT max(version) FROM snapshots WHERE version < 250")[0][0]
+        assert snapped is not None
+        statements: list[str] = []
+        conn = store.core.backend.journal.conn
+        conn.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
+        state = task.state(snapped + 3)
+        conn.exec_trace = None
+    assert len(state["messages"]) == snapped + 2 and state["step"] == snapped + 2
+    assert sum(" events " in f" {q} " for q in statements) == 2

@@ -412,9 +412,12 @@ class Journal(ABC):
     @abstractmethod
     def langgraph_checkpoints(self, *, thread_id: str | None = None, checkpoint_ns: str | None = None,
                               checkpoint_id: str | None = None, before: str | None = None,
-                              metadata: Sequence[tuple[str, str]] = (), limit: int | None = None) -> list[LangGraphRow]:
+                              metadata: Sequence[tuple[str, str]] = (), limit: int | None = None,
+                              child: bool = False) -> list[LangGraphRow]:
         """Checkpoints newest first (by checkpoint id) with their metadata, parent checkpoint id and writes,
-        in one query. `metadata` holds (JSON path, JSON value) pairs that must all match."""
+        in one query. `metadata` holds (JSON path, JSON value) pairs that must all match. With `child`, each
+        row also names the checkpoint at the next version of its stream (where its writes' references
+        usually point)."""
 
     @abstractmethod
     def langgraph_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str | None:

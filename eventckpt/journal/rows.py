@@ -153,6 +153,8 @@ class LangGraphRow:
     writes: str | None  # JSON array of [task id, [[idx, channel, encoding, value], ...]] in writes order
     stream_id: int
     created_at: str
+    child_id: str | None = None  # asked for with `child=True`: the id of the stream's next version, if any
+
 
 class VersionTaken(Exception):
     """Signal, not an error for callers: another writer created this version first (the primary key

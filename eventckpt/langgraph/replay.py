@@ -23,22 +23,27 @@ if TYPE_CHECKING:
     from ..store import Store
 
 
-def states_at(store: Store, stream: str, versions: Iterable[int]) -> dict[int, dict[str, Any]]:
-    """{version: state} for `versions` of the stream named `stream` (each must exist)."""
+def states_at(store: Store, stream: str, versions: Iterable[int], *,
+              proven: int | None = None) -> dict[int, dict[str, Any]]:
+    """{version: state} for `versions` of the stream named `stream` (each must exist). `proven` is the
+    stream's id when the caller read it with these versions in the read transaction it holds open: the
+    stream and versions are then known to be there, and are not looked up again."""
     wanted = sorted(set(versions))
     if not wanted:
         return {}
     core = store.core
-    with core.session() as journal, journal.read():
-        found = journal.stream_and_head(stream)
-        if found is None:
-            raise StreamNotFoundError(stream)
-        row, head = found
-        if wanted[0] < 1 or wanted[-1] > head:
-            raise VersionNotFoundError(stream, wanted[0] if wanted[0] < 1 else wanted[-1], head)
-        state = core.state_at(journal, row, wanted[0])
-        # one version (a get_state): nothing to fold forward, so no query for it (a round trip on PostgreSQL)
-        rows = journal.tail(core.segments(journal, row, wanted[-1]), wanted[0]) if len(wanted) > 1 else []
+    with core.session() as journal:
+        # in the caller's transaction, the stream and versions it read are still there
+        row = core.known_row(proven) if proven is not None and journal.in_transaction else None
+        with journal.read():
+            if row is None or row.name != stream:
+                found = journal.stream_and_head(stream)
+                if found is None:
+                    raise StreamNotFoundError(stream)
+                row, head = found
+                if wanted[0] < 1 or wanted[-1] > head:
+                    raise VersionNotFoundError(stream, wanted[0] if wanted[0] < 1 else wanted[-1], head)
+            state, rows = core.state_and_later(journal, row, wanted[0], wanted[-1])
     out = {wanted[0]: state}
     try:
         with quiet_gc():

@@ -134,10 +134,17 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         """The checkpoint named by the config's checkpoint_id, or the thread namespace's newest one."""
         thread_id, ns = _thread(config), _namespace(config)
         checkpoint_id = get_checkpoint_id(config)
+        with self._memory.cond:
+            known = self._memory.thread((thread_id, ns))
+        if checkpoint_id is not None and (known is None or known.checkpoint_id != checkpoint_id):
+            # an older checkpoint: found and restored in one read transaction
+            with self.store.core.session() as journal, journal.read():
+                rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id,
+                                                     limit=1, child=True)  # its writes may refer to its child
+                return next(self._tuples(rows, proven=True), None)
         with self.store.core.session() as journal:
-            rows = journal.langgraph_checkpoints(
-                thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id, limit=1
-            )
+            rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id,
+                                                 limit=1)
         if not rows:
             return None
         row = rows[0]
@@ -183,7 +190,10 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             out.append((to_text(("metadata", *key.split("."))), self.store.codec.encode_text(value)))
         return out
 
-    def _tuples(self, rows: Sequence[LangGraphRow], newest: bool = False) -> Iterator[CheckpointTuple]:
+    def _tuples(self, rows: Sequence[LangGraphRow], newest: bool = False,
+                proven: bool = False) -> Iterator[CheckpointTuple]:
+        """The rows' tuples, a chunk at a time (`newest`: the thread's newest checkpoint, to cache; `proven`:
+        the rows were read in the read transaction still open around this call)."""
         values = self._values
         items: dict[int, tuple[Any, Any]] = {}  # decoded serde list items, shared by the whole listing
         for start in range(0, len(rows), _CHUNK):
@@ -191,9 +201,12 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             wanted: dict[str, builtins.list[int]] = defaultdict(builtins.list)
             for row in chunk:
                 wanted[row.stream].append(row.version)
+                if _refers_to_child(row):  # restored in the same pass: no query for the reference
+                    wanted[row.stream].append(row.version + 1)
             with quiet_gc():  # thousands of small containers: the collector would rescan them all
+                ids = {row.stream: row.stream_id for row in chunk} if proven else {}
                 states = {(name, v): s for name, vs in wanted.items()
-                          for v, s in states_at(self.store, name, vs).items()}
+                          for v, s in states_at(self.store, name, vs, proven=ids.get(name)).items()}
                 decoded = self.store.codec.decode_many([text for row in chunk for text in (row.metadata or "{}",
                                                                                            row.writes or "[]")])
                 references = self._references(chunk, decoded[1::2], states, items)
@@ -243,7 +256,9 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         out: dict[int, Any] = {}
         if states:
             values = self._values
-            where = {(r.thread_id, r.checkpoint_ns, r.checkpoint_id): (r.stream, r.version) for r in rows}
+            where = {(r.thread_id, r.checkpoint_ns, r.child_id): (r.stream, r.version + 1) for r in rows
+                     if _refers_to_child(r)}
+            where.update({(r.thread_id, r.checkpoint_ns, r.checkpoint_id): (r.stream, r.version) for r in rows})
             rest = []
             for thread_id, ns, channel, ref in wanted:
                 state = states.get(where.get((thread_id, ns, ref[1])))  # type: ignore[arg-type]
@@ -533,6 +548,11 @@ def _stored_channels(state: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     for name, (encoding, stored) in state.get(OVERFLOW, {}).items():
         out[name] = (stored, encoding)
     return out
+
+
+def _refers_to_child(row: LangGraphRow) -> bool:
+    """Whether the row's writes may hold a reference to its child (named by `child=True` listings)."""
+    return row.child_id is not None and row.writes is not None and row.child_id in row.writes
 
 
 def _thread(config: RunnableConfig) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 from ...paths import relative_parts
 from ..rows import LangGraphRow, Segment, StreamRef, StreamRow
 from .engine import Engine
-from .tables import S_COLS, SEGS, V_COLS, segs
+from .tables import S_COLS, SEGS, V_COLS, over
 
 # The parent is the previous version of the lineage (see the SQLite journal's langgraph.py). A thread's
 # checkpoints are taken from checkpoint_ids alone, newest first along its primary key (tree_id,
@@ -31,7 +31,7 @@ SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id, s.name, c.version, v.metad
   (SELECT '[' || string_agg('[' || to_json(w.task_id)::text || ',' || w.writes || ']', ',' ORDER BY w.task_path, w.task_id) || ']'
      FROM eventckpt.langgraph_writes AS w
     WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = t.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id),
-  s.stream_id, v.created_at
+  s.stream_id, v.created_at, {child}
 FROM eventckpt.langgraph_threads AS t
 CROSS JOIN LATERAL (
   SELECT c.tree_id, c.checkpoint_id, c.stream_id, c.version FROM eventckpt.checkpoint_ids AS c
@@ -51,6 +51,8 @@ LIMIT %(limit)s
 _LG_METADATA = ("EXISTS (SELECT 1 FROM eventckpt.versions AS m WHERE m.tree_id = c.tree_id AND m.stream_id = c.stream_id"
                 " AND m.version = c.version"
                 " AND (eventckpt.json_safe(m.metadata)::jsonb #> %(mp{i})s) = eventckpt.json_safe(%(mv{i})s)::jsonb)")
+_LG_CHILD = ("(SELECT n.checkpoint_id FROM eventckpt.checkpoint_ids AS n"
+             " WHERE n.tree_id = c.tree_id AND n.stream_id = c.stream_id AND n.version = c.version + 1)")
 
 
 class LangGraphTables(Engine):
@@ -97,7 +99,8 @@ class LangGraphTables(Engine):
 
     def langgraph_checkpoints(self, *, thread_id: str | None = None, checkpoint_ns: str | None = None,
                               checkpoint_id: str | None = None, before: str | None = None,
-                              metadata: Sequence[tuple[str, str]] = (), limit: int | None = None) -> list[LangGraphRow]:
+                              metadata: Sequence[tuple[str, str]] = (), limit: int | None = None,
+                              child: bool = False) -> list[LangGraphRow]:
         threads: list[str] = []
         checkpoints: list[str] = []
         args: dict[str, Any] = {"limit": limit}
@@ -112,8 +115,9 @@ class LangGraphTables(Engine):
             checkpoints.append(_LG_METADATA.format(i=i))
             args[f"mp{i}"], args[f"mv{i}"] = [str(k) for k in relative_parts(path)], value
         rows = self._rows(_LG_CHECKPOINTS.format(threads=" AND ".join(threads) or "TRUE",
-                                                 checkpoints=" AND ".join(checkpoints) or "TRUE"), args)
-        return [LangGraphRow(*r[:4], int(r[4]), *r[5:8], int(r[8]), r[9]) for r in rows]
+                                                 checkpoints=" AND ".join(checkpoints) or "TRUE",
+                                                 child=_LG_CHILD if child else "NULL"), args)
+        return [LangGraphRow(*r[:4], int(r[4]), *r[5:8], int(r[8]), r[9], r[10]) for r in rows]
 
     def langgraph_writes(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str) -> str | None:
         row = self._one("SELECT writes FROM eventckpt.langgraph_writes WHERE thread_id = %s AND checkpoint_ns = %s"
@@ -165,13 +169,13 @@ class LangGraphTables(Engine):
                                  segments: Sequence[Segment]) -> list[tuple[int, str, str, str, str]]:
         if not segments:
             return []
-        return [(int(r[0]), *r[1:]) for r in self._rows(
+        return [(int(r[0]), *r[1:]) for r in self._rows(*over(
             f"SELECT c.version, c.checkpoint_id, w.task_id, w.task_path, w.writes FROM {SEGS}"
             " JOIN eventckpt.checkpoint_ids AS c ON c.tree_id = %(t)s AND c.stream_id = seg.stream_id"
             " AND c.version BETWEEN seg.lo AND seg.hi"
             " JOIN eventckpt.langgraph_writes AS w ON w.thread_id = %(thread)s AND w.checkpoint_ns = %(ns)s"
             " AND w.checkpoint_id = c.checkpoint_id ORDER BY c.version, w.task_path, w.task_id",
-            segs(segments, thread=thread_id, ns=checkpoint_ns))]
+            segments, thread=thread_id, ns=checkpoint_ns))]
 
     def langgraph_copy_writes(self, source: str, target: str, checkpoint_ns: str) -> None:
         self._run(

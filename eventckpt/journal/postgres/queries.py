@@ -17,7 +17,7 @@ from ... import errors
 from ...paths import child_ranges, relative_parts
 from ..rows import EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRef, StreamRow, SummaryRow, clip
 from .engine import Engine, with_nul
-from .tables import S_COLS, SEGS, segs
+from .tables import S_COLS
 
 RESHAPING = "(e.op IN ('delete', 'truncate', 'extend') OR (e.op = 'set' AND left(e.value, 1) = '['))"
 _DIRECT_GROUP_LIMIT = 500  # versions in a range below which grouping its events beats seeking every path

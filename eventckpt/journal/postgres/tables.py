@@ -21,17 +21,25 @@ from .engine import Engine, lost, with_nul
 S_COLS = ("s.stream_id, s.name, s.parent_id, s.fork_version,"
           " CASE WHEN s.parent_id IS NULL THEN NULL ELSE s.tree_id END, s.created_at")
 V_COLS = "stream_id, version, created_at, name, auto, metadata, usage, event_count, event_bytes, checksum"
+# A lineage's segments as a row source `seg(stream_id, lo, hi)`: one segment (most streams) as three scalar
+# parameters, which the planner folds into index bounds; a fork's several segments as arrays to unnest.
 SEGS = "unnest(%(sids)s::bigint[], %(los)s::bigint[], %(his)s::bigint[]) AS seg(stream_id, lo, hi)"
+_ONE_SEG = "(SELECT %(sid)s::bigint AS stream_id, %(lo)s::bigint AS lo, %(hi)s::bigint AS hi) AS seg"
 _HEAD = ("coalesce((SELECT max(v.version) FROM eventckpt.versions AS v WHERE v.tree_id = s.tree_id"
          " AND v.stream_id = s.stream_id), s.fork_version, 0)")
 _BY_NAME = ("FROM eventckpt.stream_names AS n JOIN eventckpt.streams AS s"
             " ON s.tree_id = n.tree_id AND s.stream_id = n.stream_id WHERE n.name = %s")
 
 
-def segs(segments: Sequence[Segment], **more: Any) -> dict[str, Any]:
-    """The bound parameters naming a lineage's segments (and its tree as `t`)."""
-    return {"t": segments[0].tree_id if segments else 0, "sids": [s.stream_id for s in segments],
-            "los": [s.lo for s in segments], "his": [s.hi for s in segments], **more}
+def over(sql: str, segments: Sequence[Segment], **more: Any) -> tuple[str, dict[str, Any]]:
+    """A statement over a lineage's segments (`sql` names them as {SEGS}, its tree as `t`) and its
+    bound parameters."""
+    args: dict[str, Any] = {"t": segments[0].tree_id if segments else 0, **more}
+    if len(segments) == 1:
+        seg = segments[0]
+        return sql.replace(SEGS, _ONE_SEG), {**args, "sid": seg.stream_id, "lo": seg.lo, "hi": seg.hi}
+    return sql, {**args, "sids": [s.stream_id for s in segments], "los": [s.lo for s in segments],
+                 "his": [s.hi for s in segments]}
 
 
 def _version_row(row: Sequence[Any]) -> VersionRow:
@@ -194,24 +202,24 @@ class Tables(Engine):
     def version_rows(self, segments: Sequence[Segment]) -> list[VersionRow]:
         if not segments:
             return []
-        rows = self._rows(f"SELECT {', '.join('v.' + c for c in V_COLS.split(', '))} FROM {SEGS}"
+        rows = self._rows(*over(f"SELECT {', '.join('v.' + c for c in V_COLS.split(', '))} FROM {SEGS}"
                           " JOIN eventckpt.versions AS v ON v.tree_id = %(t)s AND v.stream_id = seg.stream_id"
-                          " AND v.version BETWEEN seg.lo AND seg.hi ORDER BY v.version", segs(segments))
+                          " AND v.version BETWEEN seg.lo AND seg.hi ORDER BY v.version", segments))
         return [_version_row(r) for r in rows]
 
     def version_numbers(self, segments: Sequence[Segment]) -> list[int]:
         if not segments:
             return []
-        return [r[0] for r in self._rows(
+        return [r[0] for r in self._rows(*over(
             f"SELECT v.version FROM {SEGS} JOIN eventckpt.versions AS v ON v.tree_id = %(t)s AND"
-            " v.stream_id = seg.stream_id AND v.version BETWEEN seg.lo AND seg.hi ORDER BY v.version", segs(segments))]
+            " v.stream_id = seg.stream_id AND v.version BETWEEN seg.lo AND seg.hi ORDER BY v.version", segments))]
 
     def count_versions(self, segments: Sequence[Segment]) -> int:
         if not segments:
             return 0
-        return int(self._one(
+        return int(self._one(*over(
             f"SELECT count(*) FROM {SEGS} JOIN eventckpt.versions AS v ON v.tree_id = %(t)s AND"
-            " v.stream_id = seg.stream_id AND v.version BETWEEN seg.lo AND seg.hi", segs(segments))[0])
+            " v.stream_id = seg.stream_id AND v.version BETWEEN seg.lo AND seg.hi", segments))[0])
 
     # -- snapshots --------------------------------------------------------------------------------
 
@@ -223,9 +231,9 @@ class Tables(Engine):
     def latest_snapshot(self, segments: Sequence[Segment]) -> tuple[int, str, str] | None:
         if not segments:
             return None
-        row = self._one(f"SELECT x.version, x.state, x.manifest FROM {SEGS} JOIN eventckpt.snapshots AS x"
+        row = self._one(*over(f"SELECT x.version, x.state, x.manifest FROM {SEGS} JOIN eventckpt.snapshots AS x"
                         " ON x.tree_id = %(t)s AND x.stream_id = seg.stream_id AND x.version BETWEEN seg.lo AND seg.hi"
-                        " ORDER BY x.version DESC LIMIT 1", segs(segments))
+                        " ORDER BY x.version DESC LIMIT 1", segments))
         return (int(row[0]), row[1], row[2]) if row else None
 
     def snapshot_value(self, owner: StreamRef, version: int, key: str) -> str | None:
@@ -240,18 +248,18 @@ class Tables(Engine):
         segments = [s for s in segments if s.hi > after]
         if not segments:
             return []
-        return self._rows(f"SELECT e.version, e.seq, e.op, e.path, e.value FROM {SEGS} JOIN eventckpt.events AS e"
+        return self._rows(*over(f"SELECT e.version, e.seq, e.op, e.path, e.value FROM {SEGS} JOIN eventckpt.events AS e"
                           " ON e.tree_id = %(t)s AND e.stream_id = seg.stream_id AND e.version > greatest(%(after)s, seg.lo - 1)"
-                          " AND e.version <= seg.hi ORDER BY e.version, e.seq", segs(segments, after=after))
+                          " AND e.version <= seg.hi ORDER BY e.version, e.seq", segments, after=after))
 
     def key_values(self, segments: Sequence[Segment], path: str, start: tuple[int, int], upto: int) -> list[tuple[str, str]]:
         if not segments:
             return []
-        return self._rows(
+        return self._rows(*over(
             f"SELECT e.op, e.value FROM {SEGS} JOIN eventckpt.events AS e ON e.tree_id = %(t)s AND e.stream_id = seg.stream_id"
             " AND e.path = %(path)s AND e.version BETWEEN greatest(seg.lo, %(v0)s) AND least(seg.hi, %(upto)s)"
             " AND (e.version, e.seq) >= (%(v0)s, %(s0)s) ORDER BY e.version, e.seq",
-            segs(segments, path=path, v0=start[0], s0=start[1], upto=upto))
+            segments, path=path, v0=start[0], s0=start[1], upto=upto))
 
     def key_events(self, segments: Sequence[Segment], path: str, children: Iterable[tuple[str, str]],
                    after: int) -> list[EventRow]:
@@ -263,11 +271,11 @@ class Tables(Engine):
                          f" ON e.tree_id = %(t)s AND e.stream_id = seg.stream_id AND e.path >= %(lo{i})s AND e.path < %(hi{i})s"
                          " AND e.version > greatest(%(after)s, seg.lo - 1) AND e.version <= seg.hi" for i in range(len(ranges)))
         more = {f"lo{i}": lo for i, (lo, _) in enumerate(ranges)} | {f"hi{i}": hi for i, (_, hi) in enumerate(ranges)}
-        return self._rows(
+        return self._rows(*over(
             f"SELECT * FROM (SELECT e.version, e.seq, e.op, e.path, e.value FROM {SEGS} JOIN eventckpt.events AS e"
             " ON e.tree_id = %(t)s AND e.stream_id = seg.stream_id AND e.path = %(path)s"
             f" AND e.version > greatest(%(after)s, seg.lo - 1) AND e.version <= seg.hi {below}) AS u ORDER BY 1, 2",
-            segs(segments, path=path, after=after, **more))
+            segments, path=path, after=after, **more))
 
     def events_of(self, owner: StreamRef, version: int) -> list[tuple[str, str, str | None]]:
         return self._rows("SELECT op, path, value FROM eventckpt.events WHERE tree_id = %s AND stream_id = %s AND version = %s"
@@ -296,10 +304,10 @@ class Tables(Engine):
         if not segments:
             return []
         cols = ", ".join("c." + c for c in self._TOOL_COLS.split(", "))
-        return [tuple(r) for r in self._rows(
+        return [tuple(r) for r in self._rows(*over(
             f"SELECT c.version, {cols} FROM {SEGS} JOIN eventckpt.tool_calls AS c ON c.tree_id = %(t)s"
             " AND c.stream_id = seg.stream_id AND c.version > greatest(%(after)s, seg.lo - 1) AND c.version <= seg.hi"
-            " ORDER BY c.version, c.seq", segs(segments, after=after))]
+            " ORDER BY c.version, c.seq", segments, after=after))]
 
     def undone_call_ids(self, tree_id: int, call_ids: Sequence[str]) -> set[str]:
         rows = self._rows("SELECT DISTINCT undoes FROM eventckpt.tool_calls WHERE tree_id = %s AND undoes = ANY(%s)"

@@ -30,7 +30,7 @@ SELECT t.thread_id, t.checkpoint_ns, c.checkpoint_id, s.name, c.version, v.metad
                                ORDER BY w.task_path, w.task_id) || ']'
      FROM langgraph_writes AS w
     WHERE w.thread_id = t.thread_id AND w.checkpoint_ns = t.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id),
-  s.id, v.created_at
+  s.id, v.created_at, {child}
 FROM langgraph_threads AS t
 JOIN checkpoint_ids AS c ON c.tree_id = t.tree_id
 JOIN streams AS s ON s.id = c.stream_id
@@ -39,6 +39,7 @@ WHERE {where}
 ORDER BY c.checkpoint_id DESC
 LIMIT ?
 """
+_LG_CHILD = "(SELECT n.checkpoint_id FROM checkpoint_ids AS n WHERE n.stream_id = c.stream_id AND n.version = c.version + 1)"
 
 
 class LangGraphTables(Engine):
@@ -115,6 +116,7 @@ class LangGraphTables(Engine):
         before: str | None = None,
         metadata: Sequence[tuple[str, str]] = (),
         limit: int | None = None,
+        child: bool = False,
     ) -> list[LangGraphRow]:
         """Checkpoints newest first (by checkpoint id), each with its metadata, its parent's checkpoint id
         and its writes, in one query. `metadata` holds (JSON path, JSON value) pairs that must all match."""
@@ -131,7 +133,7 @@ class LangGraphTables(Engine):
             args += [path, value]
         args.append(-1 if limit is None else limit)
         rows = self._rows(
-            _LG_CHECKPOINTS.format(where=" AND ".join(where) or "1"),
+            _LG_CHECKPOINTS.format(where=" AND ".join(where) or "1", child=_LG_CHILD if child else "NULL"),
             args,
         )
         return [LangGraphRow(*r) for r in rows]
