@@ -21,7 +21,8 @@ def materialize(
     the lineage's events after `version` through `upto` (read with the tail, for a caller that goes on
     to later versions; empty without `upto`).
 
-    Cost: one snapshot, each shared key's appends before it (bulk-decoded), and one tail query.
+    Cost: one snapshot, each shared key's appends before it (bulk-decoded, after the snapshot value it
+    is based on, when it has one), and one tail query.
     `track=False` (a read that will not write after it) skips the snapshot bookkeeping a writer needs,
     which also lets runs of appends replay in bulk; the tracker returned is then only the snapshot's.
     """

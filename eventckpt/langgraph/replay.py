@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 def states_at(store: Store, stream: str, versions: Iterable[int], *,
               proven: int | None = None) -> dict[int, dict[str, Any]]:
     """{version: state} for `versions` of the stream named `stream` (each must exist). `proven` is the
-    stream's id when the caller read it with these versions in the read transaction it holds open: the
-    stream and versions are then known to be there, and are not looked up again."""
+    stream's id when the caller read it with these versions in a read transaction it opened itself and
+    still holds: the stream and versions are then known to be there, and when this process has the
+    stream's lineage cached (it has after its first read of the stream) the stream is not looked up
+    again."""
     wanted = sorted(set(versions))
     if not wanted:
         return {}

@@ -134,14 +134,20 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         """The checkpoint named by the config's checkpoint_id, or the thread namespace's newest one."""
         thread_id, ns = _thread(config), _namespace(config)
         checkpoint_id = get_checkpoint_id(config)
-        with self._memory.cond:
-            known = self._memory.thread((thread_id, ns))
+        known = self._memory.thread((thread_id, ns))  # one dict read: no lock, so reads never wait for puts
         if checkpoint_id is not None and (known is None or known.checkpoint_id != checkpoint_id):
-            # an older checkpoint: found and restored in one read transaction
-            with self.store.core.session() as journal, journal.read():
-                rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id,
-                                                     limit=1, child=True)  # its writes may refer to its child
-                return next(self._tuples(rows, proven=True), None)
+            # an older checkpoint: found and restored in one read transaction, decoded after it
+            items: dict[int, tuple[Any, Any]] = {}
+            with self.store.core.session() as journal:
+                proven = not journal.in_transaction  # our own snapshot, not a caller's transaction
+                with journal.read():
+                    rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns,
+                                                         checkpoint_id=checkpoint_id, limit=1,
+                                                         child=True)  # its writes may refer to its child
+                    if not rows:
+                        return None
+                    read = self._read(rows, items, proven)
+            return self._build(rows, *read, items)[0]
         with self.store.core.session() as journal:
             rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id,
                                                  limit=1)
@@ -190,34 +196,45 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             out.append((to_text(("metadata", *key.split("."))), self.store.codec.encode_text(value)))
         return out
 
-    def _tuples(self, rows: Sequence[LangGraphRow], newest: bool = False,
-                proven: bool = False) -> Iterator[CheckpointTuple]:
-        """The rows' tuples, a chunk at a time (`newest`: the thread's newest checkpoint, to cache; `proven`:
-        the rows were read in the read transaction still open around this call)."""
-        values = self._values
+    def _tuples(self, rows: Sequence[LangGraphRow], newest: bool = False) -> Iterator[CheckpointTuple]:
+        """The rows' tuples, a chunk at a time (`newest`: the thread's newest checkpoint, to cache)."""
         items: dict[int, tuple[Any, Any]] = {}  # decoded serde list items, shared by the whole listing
         for start in range(0, len(rows), _CHUNK):
             chunk = rows[start : start + _CHUNK]
-            wanted: dict[str, builtins.list[int]] = defaultdict(builtins.list)
-            for row in chunk:
-                wanted[row.stream].append(row.version)
-                if _refers_to_child(row):  # restored in the same pass: no query for the reference
-                    wanted[row.stream].append(row.version + 1)
-            with quiet_gc():  # thousands of small containers: the collector would rescan them all
-                ids = {row.stream: row.stream_id for row in chunk} if proven else {}
-                states = {(name, v): s for name, vs in wanted.items()
-                          for v, s in states_at(self.store, name, vs, proven=ids.get(name)).items()}
-                decoded = self.store.codec.decode_many([text for row in chunk for text in (row.metadata or "{}",
-                                                                                           row.writes or "[]")])
-                references = self._references(chunk, decoded[1::2], states, items)
-                tuples = []
-                for row, record, writes in zip(chunk, decoded[::2], decoded[1::2], strict=True):
-                    stored = _stored_channels(states[(row.stream, row.version)])
-                    channels = {name: values.decode(value, encoding, items) for name, (value, encoding) in stored.items()}
-                    if newest:
-                        self._remember(row, stored, writes, channels)
-                    tuples.append(self._tuple(row, channels, record, writes, values, references))
-            yield from tuples
+            yield from self._build(chunk, *self._read(chunk, items), items, newest)
+
+    def _read(self, chunk: Sequence[LangGraphRow], items: dict[int, tuple[Any, Any]], proven: bool = False,
+              ) -> tuple[dict[tuple[str, int], dict[str, Any]], builtins.list[Any], dict[int, Any]]:
+        """What the store holds for a chunk of rows: their states (and their children's, when their writes
+        refer to them), their decoded metadata and writes, and the values the writes refer to. `proven`:
+        the rows were read in the read transaction open around this call."""
+        wanted: dict[str, builtins.list[int]] = defaultdict(builtins.list)
+        for row in chunk:
+            wanted[row.stream].append(row.version)
+            if _refers_to_child(row):  # restored in the same pass: no query for the reference
+                wanted[row.stream].append(row.version + 1)
+        ids = {row.stream: row.stream_id for row in chunk} if proven else {}
+        with quiet_gc():  # thousands of small containers: the collector would rescan them all
+            states = {(name, v): s for name, vs in wanted.items()
+                      for v, s in states_at(self.store, name, vs, proven=ids.get(name)).items()}
+            decoded = self.store.codec.decode_many([text for row in chunk for text in (row.metadata or "{}",
+                                                                                       row.writes or "[]")])
+            return states, decoded, self._references(chunk, decoded[1::2], states, items)
+
+    def _build(self, chunk: Sequence[LangGraphRow], states: Mapping[tuple[str, int], dict[str, Any]],
+               decoded: builtins.list[Any], references: Mapping[int, Any], items: dict[int, tuple[Any, Any]],
+               newest: bool = False) -> builtins.list[CheckpointTuple]:
+        """The chunk's tuples from what `_read` returned, its channel values decoded by the serde."""
+        values = self._values
+        tuples = []
+        with quiet_gc():
+            for row, record, writes in zip(chunk, decoded[::2], decoded[1::2], strict=True):
+                stored = _stored_channels(states[(row.stream, row.version)])
+                channels = {name: values.decode(value, encoding, items) for name, (value, encoding) in stored.items()}
+                if newest:
+                    self._remember(row, stored, writes, channels)
+                tuples.append(self._tuple(row, channels, record, writes, values, references))
+        return tuples
 
     def _remember(self, row: LangGraphRow, stored: dict[str, tuple[Any, Any]], writes: Any,
                   returned: dict[str, Any]) -> None:

@@ -119,7 +119,8 @@ class LangGraphTables(Engine):
         child: bool = False,
     ) -> list[LangGraphRow]:
         """Checkpoints newest first (by checkpoint id), each with its metadata, its parent's checkpoint id
-        and its writes, in one query. `metadata` holds (JSON path, JSON value) pairs that must all match."""
+        and its writes, in one query. `metadata` holds (JSON path, JSON value) pairs that must all match.
+        With `child`, each row also names the checkpoint at the next version of its stream."""
         where, args = [], []
         for column, value, test in (
             ("t.thread_id", thread_id, "="), ("t.checkpoint_ns", checkpoint_ns, "="),
