@@ -387,7 +387,8 @@ def main() -> None:
                         help="W sizes (one run to the largest; each size reports its first and last 1000 steps)")
     parser.add_argument("--graph-steps", type=int, default=1000, help="W steps through the LangGraph savers")
     parser.add_argument("--block", type=int, default=100, help="steps a system runs before the other takes its turn")
-    parser.add_argument("--reads", type=int, default=15, help="get_state calls per saver (get_state_history: a fifth)")
+    parser.add_argument("--reads", type=int, default=60,
+                        help="get_state calls per saver, taking turns (get_state_history: a fifth); fewer make noisy medians")
     parser.add_argument("--writers", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per writer count and round")
     parser.add_argument("--warmup", type=int, default=50, help="commits each writer makes before the measurement")

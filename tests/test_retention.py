@@ -210,6 +210,38 @@ def test_a_commit_elsewhere_does_not_hide_a_prune_from_a_stale_head(store_target
         assert fresh.verify().ok
 
 
+def test_own_commits_check_the_generation_without_a_query_until_another_connection_commits(db_path: Path) -> None:
+    """On SQLite a connection that sees only its own commits knows the history generation without reading
+    it; a prune committed by another connection in between sends its next commit back to the query, which
+    catches the rewrite (the pruned numbers are not reused and every kept version stays exact)."""
+    never = SnapshotPolicy.never()
+    with eventckpt.open(db_path, snapshots=never) as a, eventckpt.open(db_path, snapshots=never) as b:
+        statements: list[str] = []
+        conn = a.core.backend.journal.conn
+
+        def commit_on_a() -> list[str]:
+            statements.clear()
+            conn.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
+            try:
+                with a.stream("s0").transaction() as tx:
+                    tx.append("log", "message")
+                    tx.incr("turn")
+            finally:
+                conn.exec_trace = None
+            return [s for s in statements if "history_generation" in s]
+
+        for _ in range(3):
+            commit_on_a()
+        assert commit_on_a() == []  # steady state: no generation query
+        assert b.stream("s0").prune(keep_last=1).removed == (1, 2, 3)
+        assert commit_on_a() != []  # another connection committed: read the generation again
+        assert commit_on_a() == []
+        assert a.stream("s0").list_versions() == [4, 5, 6]
+        assert a.stream("s0").state() == {"log": ["message"] * 6, "turn": 6}
+    with eventckpt.open(db_path) as fresh:
+        assert fresh.verify().ok
+
+
 def test_pruned_tool_calls_move_to_the_next_kept_version(store: eventckpt.Store, tmp_path: Path) -> None:
     """Tool calls of removed versions fold into the next kept version, so undo_tools still finds them."""
     undone: list[str] = []

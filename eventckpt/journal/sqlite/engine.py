@@ -162,12 +162,19 @@ class Engine:
             self._run("RELEASE inner")
             self._depth -= 1
             return
+        seen = self._generation_seen
+        before = self.conn.data_version() if seen is not None else None
         try:
             self.conn.execute("COMMIT")
         except apsw.Error as exc:
             self.rollback()
             self._fail(exc, "COMMIT")
         self._depth = 0
+        if seen is not None and seen[1] == before:
+            # The generation was read (or set) at this transaction's data version, so nobody committed
+            # since, and our own COMMIT moves the data version: carry the generation over to it, and the
+            # next transaction checks it without a query unless another connection commits first.
+            self._generation_seen = (seen[0], self.conn.data_version())
 
     def rollback(self) -> None:
         self._generation_seen = None  # a rolled-back bump_generation() never happened: read the file again
