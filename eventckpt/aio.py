@@ -4,6 +4,9 @@
         cp = await store.save("session-1", {"messages": [...]}, metadata=eventckpt.meta(node="agent", step=1))
         latest = await store.load("session-1")              # None when the session has no checkpoint
         older = await store.load("session-1", cp.id)        # by checkpoint id (a stable string)
+        state = await store.checkout("session-1")           # the head as a tracked state: edit it in place,
+        state["messages"].append("next")
+        await store.save("session-1", state)                # and only the edits are stored
         for cp in await store.list("session-1", limit=10):  # newest first
             print(cp.summary())
 
@@ -45,6 +48,7 @@ from .retention import Pruned
 from .store import Store
 from .checks import check_task_id
 from .stream import CheckpointStore
+from .tracked import TrackedState
 
 T = TypeVar("T")
 
@@ -99,6 +103,12 @@ class AsyncStore:
         return await self._run(stream.save, state, token_usage, metadata=metadata, name=name, auto=auto,
                                expected_version=expected_version, checkpoint_id=checkpoint_id, tool_calls=tool_calls,
                                add_usage=add_usage)
+
+    async def checkout(self, session_id: str) -> TrackedState:
+        """The session's head as a tracked state (see CheckpointStore.checkout; an empty one for a session
+        never saved). Edit it in place, then `await save(session_id, state)` commits exactly the recorded
+        edits, comparing nothing; ConflictError when the session's head moved since."""
+        return await self._run(self._stream(session_id).checkout)
 
     async def load(self, session_id: str, checkpoint_id: str | None = None) -> Checkpoint | None:
         """The checkpoint with `checkpoint_id` (the latest when None), values loaded; None when missing."""

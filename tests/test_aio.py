@@ -14,6 +14,8 @@ import pytest
 import eventckpt
 from eventckpt import aio
 
+from .conftest import RawSQL
+
 
 def run(coro):  # noqa: ANN001, ANN201 - a tiny helper for the sync test functions
     return asyncio.run(coro)
@@ -146,6 +148,41 @@ def test_clear_all_and_time_travel(store_target: str) -> None:
             assert await store.sessions() == []
 
     run(main())
+
+
+def test_checkout_saves_exactly_the_edits(store_target: str) -> None:
+    """checkout() gives the session's head as a tracked state ({} for a new session); save() of it stores
+    exactly the edits made in place on the event loop, and a tracked state whose head moved is refused."""
+
+    async def main() -> None:
+        async with aio.open(store_target) as store:
+            state = await store.checkout("s")
+            assert state == {} and isinstance(state, eventckpt.TrackedState)
+            state["messages"] = [{"role": "user", "content": "hi"}]
+            state["scratch"] = {"k1": 1, "k2": 2}
+            assert (await store.save("s", state)).version == 1
+            state = await store.checkout("s")
+            state["messages"].append({"role": "assistant", "content": "yo"})
+            state["scratch"]["k2"] = 3
+            assert (await store.save("s", state)).version == 2
+            state["scratch"]["k1"] += 1  # the same tracked state goes on from the version it saved
+            assert (await store.save("s", state)).version == 3
+            assert await store.state("s") == {"messages": [{"role": "user", "content": "hi"},
+                                                           {"role": "assistant", "content": "yo"}],
+                                              "scratch": {"k1": 2, "k2": 3}}
+            stale = await store.checkout("s")
+            await store.save("s", {"messages": []})  # a plain save moves the head
+            stale["scratch"]["k1"] = 9
+            with pytest.raises(eventckpt.ConflictError):
+                await store.save("s", stale)
+            assert await store.state("s") == {"messages": []}
+
+    run(main())
+    with RawSQL(store_target) as raw:
+        rows = raw.execute("SELECT version, op, path FROM changes WHERE stream = 's' AND version IN (2, 3)"
+                           " ORDER BY version, seq")
+    assert [tuple(r) for r in rows] == [(2, "append", "$.messages"), (2, "set", "$.scratch.k2"),
+                                        (3, "set", "$.scratch.k1")]
 
 
 def test_load_into_and_expire(store_target: str) -> None:

@@ -22,4 +22,5 @@ def test_agent_integrations_example_runs(tmp_path: Path, monkeypatch, capsys) ->
         # v1 manual, v2-v3 by the decorator (auto), v4 with the tool call, v5 the undo record; v2 pruned
         assert stream.list_versions() == [1, 3, 4, 5]
         assert [stream.get(v).auto for v in stream.list_versions()] == [False, True, False, False]
-        assert store.stream("session-1").version == 1
+        assert store.stream("session-1").version == 2  # a save, then the tracked edit
+        assert store.stream("session-1").state() == {"messages": ["hi", "there"]}
