@@ -135,7 +135,7 @@ class StoreMachine(RuleBasedStateMachine):
         lists = [p for p in containers(state) if type(at(state, p)) is list]
         if kind == "set":
             key, value = data.draw(KEYS, label="key"), data.draw(VALUES, label="value")
-            if key not in state or not (state[key] == value):  # no type-only changes (see ops.same)
+            if key not in state or not strict_equal(state[key], value):  # type-only changes included
                 state[key] = value
         elif kind == "delete" and state:
             del state[data.draw(st.sampled_from(sorted(state)), label="del")]
@@ -156,7 +156,7 @@ class StoreMachine(RuleBasedStateMachine):
                 container = at(state, path)
                 key = data.draw(st.sampled_from(list(container) if type(container) is dict else range(len(container))))
                 value = data.draw(VALUES, label="value")
-                if not (container[key] == value):
+                if not strict_equal(container[key], value):
                     container[key] = value
 
     @rule(data=st.data())

@@ -130,16 +130,47 @@ def test_type_change_of_a_list_item_is_a_change(store: eventckpt.Store) -> None:
                      [bool, dict, str, type(None), int], [int, dict]]
 
 
-def test_type_change_inside_list_item_is_not_seen(store: eventckpt.Store) -> None:
-    """Documented limit: inside list items, save() compares with ==, so 1 -> 1.0 alone is not recorded
-    (a transaction set() records it)."""
+def test_type_change_deep_inside_list_items_is_a_change(store: eventckpt.Store, store_target: str) -> None:
+    """A value that changes only its type deep inside an old list item (1 -> 1.0 -> True, in a message
+    dict, in a nested list, edited in place or replaced by an equal item) is recorded as an edit of that
+    item, also while the list grows; so is a float zero that changes its sign in a dict."""
     task = store.stream("task-1")
-    task.save({"m": [{"n": 1}]})
-    task.save({"m": [{"n": 1.0}]})
-    assert type(task.state()["m"][0]["n"]) is int
-    with task.transaction() as tx:
-        tx.set(("m", 0, "n"), 1.0)
-    assert type(task.state()["m"][0]["n"]) is float
+    messages = [{"role": "user", "n": 1, "calls": [{"args": [1, "x"]}]}, {"role": "assistant", "content": "yo"}]
+    task.save({"m": messages, "z": {"x": 0.0}})
+    messages[0]["n"] = 1.0  # in place, inside an old item
+    task.save({"m": messages, "z": {"x": 0.0}})
+    messages[0]["calls"][0]["args"][0] = True  # two levels further down
+    messages.append({"role": "user", "content": "next"})  # and the list grows in the same save
+    task.save({"m": messages, "z": {"x": -0.0}})
+    messages[1] = {"role": "assistant", "content": "yo", "n": 2}
+    task.save({"m": messages, "z": {"x": -0.0}})
+    messages[1] = {"role": "assistant", "content": "yo", "n": 2.0}  # an equal item of other types
+    task.save({"m": messages, "z": {"x": -0.0}})
+    assert [cp.version for cp in task.log()] == [5, 4, 3, 2, 1]
+    assert type(task.state(2)["m"][0]["n"]) is float and type(task.state(1)["m"][0]["n"]) is int
+    assert task.state(3)["m"][0]["calls"][0]["args"][0] is True and task.state(3)["m"][2]["content"] == "next"
+    assert str(task.state(3)["z"]["x"]) == "-0.0" and str(task.state(2)["z"]["x"]) == "0.0"
+    assert type(task.state(5)["m"][1]["n"]) is float and type(task.state(4)["m"][1]["n"]) is int
+    with RawSQL(store_target) as raw:  # edits of the items, not rewrites of the whole list
+        paths = raw.execute("SELECT version, op, path FROM changes WHERE stream = 'task-1' AND version > 1"
+                            " ORDER BY version, seq")
+    assert [tuple(r) for r in paths] == [
+        (2, "set", "$.m[0].n"),
+        (3, "set", "$.m[0].calls[0].args[0]"), (3, "append", "$.m"), (3, "set", "$.z.x"),
+        (4, "set", "$.m[1].n"), (5, "set", "$.m[1].n")]
+
+
+def test_unchanged_list_items_with_numbers_are_no_change(store: eventckpt.Store, store_target: str) -> None:
+    """Saving equal items again (numbers and nested lists inside them, copies, keys in another order)
+    stores no event."""
+    task = store.stream("task-1")
+    items = [{"n": i, "f": i / 2, "b": i % 2 == 0, "l": [i, [i * 1.5, None]], "s": str(i)} for i in range(50)]
+    task.save({"m": items})
+    task.save({"m": [dict(item) for item in items]})
+    task.save({"m": [dict(reversed(list(item.items()))) for item in items]})
+    assert task.version == 3 and task.state(3) == {"m": items}
+    with RawSQL(store_target) as raw:
+        assert raw.execute("SELECT count(*) FROM changes WHERE stream = 'task-1' AND version > 1")[0][0] == 0
 
 
 def test_token_usage_is_cumulative_and_carried(store: eventckpt.Store) -> None:
