@@ -11,7 +11,7 @@ An event is `(op, path, value)`:
 
 from __future__ import annotations
 
-from itertools import chain, compress
+from itertools import chain, compress, islice
 from math import copysign
 from typing import Any, NamedTuple
 
@@ -138,7 +138,8 @@ def _diff_list(old: list[Any], new: list[Any], path: Path, out: list[Event]) -> 
             _grow(new[lo - k :], path, out)
             return
     if ln >= lo:  # a few items edited (in place or replaced), and maybe more appended
-        changed = [i for i in range(lo) if not same(old[i], new[i])]
+        # the first differences only: past the limit the whole list is written anyway
+        changed = list(islice((i for i in range(lo) if not same(old[i], new[i])), _MAX_ITEM_EDITS + 1))
         if len(changed) <= _MAX_ITEM_EDITS:
             for i in changed:
                 _diff_value(old[i], new[i], path + (i,), out)
