@@ -21,8 +21,10 @@ import enum
 import gc
 import math
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import lru_cache
+from operator import attrgetter
 from decimal import Decimal
 from typing import Any
 
@@ -276,8 +278,7 @@ class Codec:
                 exc.path.append("value")
                 raise
         if t is dt.datetime:
-            tz = v.tzinfo
-            key = getattr(tz, "key", None)  # zoneinfo.ZoneInfo: keep the zone, not only the offset
+            key = zone_name(v.tzinfo)
             return {"$datetime": [v.isoformat(), key]} if key else {"$datetime": v.isoformat()}
         if t is dt.date:
             return {"$date": v.isoformat()}
@@ -427,6 +428,25 @@ def _field_names(cls: type) -> list[str]:
     if dataclasses.is_dataclass(cls):
         return [f.name for f in dataclasses.fields(cls)]
     return [a.name for a in attrs.fields(cls)]
+
+
+def zone_name(tz: dt.tzinfo | None) -> str | None:
+    """The name of a datetime's zone the codec stores beside its offset (a zoneinfo.ZoneInfo keeps its zone,
+    not only the offset), or None."""
+    return getattr(tz, "key", None)
+
+
+@lru_cache(maxsize=256)
+def stored_fields(cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
+    """For a dataclass or attrs class, a C-speed getter of the tuple of field values an instance is stored
+    by (every field, in order: also those its `==` leaves out); None for any other class."""
+    if not _is_object_type(cls):
+        return None
+    names = _field_names(cls)
+    if len(names) >= 2:
+        return attrgetter(*names)
+    get = attrgetter(*names) if names else None
+    return (lambda obj: (get(obj),)) if get else (lambda obj: ())
 
 
 def _build(cls: type, fields: dict[str, Any]) -> Any:

@@ -25,7 +25,7 @@ from .codec import quiet_gc
 from .errors import InvalidArgumentError, VersionNotFoundError
 from .journal import EventRow, Journal, Segment
 from .materialize import appended_items, rebuild_key, replay
-from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
+from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE, same
 from .paths import Path, addressable, child_ranges, from_text, to_text
 from .snapshot import parse_manifest
 from .states import state_dict
@@ -528,17 +528,16 @@ def _compare(path: Path, old: Any, new: Any, out: list[Change]) -> None:
 
 
 def equal(a: Any, b: Any) -> bool:
-    """Equal with exact types all the way down (1, 1.0 and True differ; NaN equals NaN)."""
-    if a is b:
+    """Equal and stored the same (`ops.same`: 1, 1.0 and True differ, so do 0.0 and -0.0, Decimal 1.0 and
+    1.00, the same instant in two zones), and NaN equals NaN wherever it is."""
+    if same(a, b):
         return True
     t = type(a)
-    if t is not type(b):
+    if t is not type(b) or not (t is dict or t is list or t is tuple):
         return False
-    if t is dict:
-        return a.keys() == b.keys() and all(equal(v, b[k]) for k, v in a.items())
-    if t is list or t is tuple:
-        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
-    return a == b or (t is float and a != a and b != b)
+    if t is dict:  # same() said no: a NaN deep inside may be why
+        return all(type(k) is str for k in a) and a.keys() == b.keys() and all(equal(v, b[k]) for k, v in a.items())
+    return len(a) == len(b) and all(map(equal, a, b))
 
 
 _TAGGED = '{"$'  # in a value's JSON text: it holds a tagged form

@@ -11,10 +11,15 @@ An event is `(op, path, value)`:
 
 from __future__ import annotations
 
-from itertools import chain, compress, islice
+import datetime as dt
+from collections.abc import Iterable
+from decimal import Decimal
+from itertools import chain, compress, islice, repeat
 from math import copysign
+from operator import attrgetter, not_
 from typing import Any, NamedTuple
 
+from .codec import stored_fields, zone_name
 from .errors import PathError
 from .paths import Path, addressable
 
@@ -26,8 +31,13 @@ _MISSING: Any = object()
 _EQUAL_ONLY_TO_ITSELF = frozenset({dict, list, str, tuple, type(None)})
 _SCALARS_EQUAL_ONLY_TO_THEMSELVES = frozenset({str, type(None)})
 _DICT = frozenset({dict})
+_TEXT = frozenset({str})
 _SEQUENCES = frozenset({list, tuple})
 _NESTED = _DICT | _SEQUENCES
+# Types whose `==` between two values of that very type sees every difference the store keeps.
+_EXACT_BY_EQUALITY = frozenset({str, int, bool, type(None), dict, list, tuple})
+_ZONE = attrgetter("tzinfo")
+_ZONE_AND_FOLD = attrgetter("tzinfo", "fold")
 
 # Beyond these, rewriting the whole list is smaller than describing the edit.
 _MAX_FRONT_DROP = 64
@@ -44,12 +54,12 @@ class Event(NamedTuple):
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equal and of the same types (1, 1.0 and True are different values to a checkpoint).
+    """Equal and stored the same: exact types all the way down (1, 1.0 and True are different values to a
+    checkpoint), and what `==` does not look at too (a float zero's sign, a decimal's exponent, a time's
+    zone, the fields an object's `==` leaves out, the types of a set's members and of a dict's keys).
 
-    Dicts are compared key by key with exact types all the way down. Lists are compared with `==` plus
-    the exact types of their items all the way down (`_same_types`), at C speed: a long conversation
-    stays cheap to diff. What `==` and types together cannot see inside a list: a float zero that
-    changes only its sign, and a datetime replaced by the same instant in another time zone.
+    Dicts are compared key by key. Lists are compared with `==` plus `_same_types`, at C speed: a long
+    conversation stays cheap to diff.
     """
     if a is b:
         return True
@@ -59,16 +69,48 @@ def same(a: Any, b: Any) -> bool:
     if t is dict:
         if len(a) != len(b):
             return False
+        text_keys = True
         for key, value in a.items():
             other = b.get(key, _MISSING)
             if other is _MISSING or not same(value, other):
                 return False
-        return True
+            if type(key) is not str:
+                text_keys = False
+        return text_keys or _same_members(a.keys(), b.keys())  # a key 1 found by 1.0 is a change
     if t is list or t is tuple:
         return len(a) == len(b) and a == b and _same_types(a, b)
     if a == b:
-        return t is not float or a != 0.0 or copysign(1.0, a) == copysign(1.0, b)  # 0.0 -> -0.0 is a change
+        return t in _EXACT_BY_EQUALITY or _equal_values_same(t, [a], [b])
     return t is float and a != a and b != b  # NaN (when allowed) is unchanged NaN
+
+
+def _equal_values_same(t: type, head: list[Any], caller: list[Any]) -> bool:
+    """Pairwise `==` values of type `t` (outside `_EXACT_BY_EQUALITY`) are also stored the same, checked at
+    C speed per type where it can be."""
+    if t is float:  # 0.0 -> -0.0 is a change
+        return list(map(copysign, repeat(1.0), head)) == list(map(copysign, repeat(1.0), caller))
+    if t is Decimal:  # 1.0 -> 1.00 and 0 -> -0 are changes: compare_total is 0 only for the same digits
+        return not any(map(Decimal.compare_total, head, caller))
+    if t is dt.datetime or t is dt.time:  # the same instant in another zone is a change
+        if list(map(_ZONE_AND_FOLD, head)) == list(map(_ZONE_AND_FOLD, caller)):
+            return True  # with ==, the same wall clock: the same ISO text
+        if list(map(t.utcoffset, head)) != list(map(t.utcoffset, caller)):
+            return False
+        zones_h, zones_c = list(map(_ZONE, head)), list(map(_ZONE, caller))
+        return list(map(zone_name, zones_h)) == list(map(zone_name, zones_c))
+    if t is set or t is frozenset:  # {1} -> {1.0} is a change
+        return all(map(_same_members, head, caller))
+    fields = stored_fields(t)
+    if fields is None:  # dates, durations, UUIDs, bytes, enums: == is exact
+        return True
+    fields_h, fields_c = list(map(fields, head)), list(map(fields, caller))  # == may leave fields out
+    return fields_h == fields_c and _same_types(fields_h, fields_c)
+
+
+def _same_members(a: Iterable[Any], b: Iterable[Any]) -> bool:
+    """Two equal sets (or dicts' keys) whose members are also pairwise the same."""
+    members = {x: x for x in b}  # finds b's member equal to one of a's
+    return all(same(x, members[x]) for x in a)
 
 
 def diff(old: dict[str, Any], new: dict[str, Any]) -> list[Event]:
@@ -158,15 +200,23 @@ def _same_types(head: list[Any], caller: list[Any]) -> bool:
     check goes on one level down). So the caller's side is looked at first, and the head's only where a
     level holds something else (a number, say), to compare types pairwise; the next level is the values of
     the dicts and the items of the lists and tuples, paired in order. When a pair of dicts holds its keys
-    in different orders, that level is compared exactly instead (`same`, pair by pair)."""
+    in different orders, or keys other than text, that level is compared exactly instead (`same`, pair by
+    pair). Items of types whose `==` misses what the store keeps (floats, decimals, times, sets, objects)
+    are checked per type by `_equal_values_same`, still without a Python call per item where it can be."""
     while True:
         types = list(map(type, caller))
-        kinds = set(types)
+        kinds = _DICT if types.count(dict) == len(types) else set(types)  # a conversation: counting is cheaper
         if kinds <= _SCALARS_EQUAL_ONLY_TO_THEMSELVES:  # a level of text: the common end
             return True
         paired = not kinds <= _EQUAL_ONLY_TO_ITSELF
         if paired and list(map(type, head)) != types:
             return False
+        for t in kinds - _EXACT_BY_EQUALITY:  # floats, decimals, times, sets, objects
+            if t is float:  # only a zero can hide a change (of its sign) from ==: compare the few falsy items
+                if not all(map(same, *_falsy(head, caller))):
+                    return False
+            elif not _equal_values_same(t, *_only(frozenset((t,)), types, head, caller)):
+                return False
         if kinds.isdisjoint(_NESTED):
             return True
         if kinds == _DICT:  # a conversation: every item a message dict
@@ -174,8 +224,11 @@ def _same_types(head: list[Any], caller: list[Any]) -> bool:
         else:
             dicts_h, dicts_c = _only(_DICT, types, head, caller)
             lists_h, lists_c = _only(_SEQUENCES, types, head, caller)
+        if dicts_c and not set(map(type, set().union(*dicts_c))) <= _TEXT:  # keys other than text: 1 == 1.0
+            return all(map(same, head, caller))
         below = list(chain(chain.from_iterable(map(dict.values, dicts_c)), chain.from_iterable(lists_c)))
-        if set(map(type, below)) <= _SCALARS_EQUAL_ONLY_TO_THEMSELVES:
+        types_below = list(map(type, below))
+        if types_below.count(str) == len(types_below) or set(types_below) <= _SCALARS_EQUAL_ONLY_TO_THEMSELVES:
             return True  # nothing below needs the head's side
         if list(chain.from_iterable(dicts_h)) != list(chain.from_iterable(dicts_c)):  # the keys, in order
             return all(map(same, head, caller))
@@ -186,6 +239,12 @@ def _same_types(head: list[Any], caller: list[Any]) -> bool:
 def _only(wanted: frozenset[type], types: list[type], head: list[Any], caller: list[Any]) -> tuple[list[Any], list[Any]]:
     """The items of both lists whose caller-side type is in `wanted` (the same on the head side, by `==`)."""
     picks = list(map(wanted.__contains__, types))
+    return list(compress(head, picks)), list(compress(caller, picks))
+
+
+def _falsy(head: list[Any], caller: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The items of both lists whose caller-side item is falsy (zeros, empty text and containers, None)."""
+    picks = list(map(not_, caller))
     return list(compress(head, picks)), list(compress(caller, picks))
 
 

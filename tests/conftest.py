@@ -7,6 +7,8 @@ itself (bytes, pragmas, the sqlite3 CLI, VFS faults)."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -105,18 +107,24 @@ def journal_rows(path: Path | str) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def strict_equal(a: Any, b: Any) -> bool:
-    """Equal with exact types all the way down (1, 1.0 and True differ)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(strict_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(strict_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, (set, frozenset)):
-        return a == b and sorted(map(repr, a)) == sorted(map(repr, b))
-    if isinstance(a, float) and a != a:
-        return b != b
-    return a == b
+    """Equal and stored the same, written independently of eventckpt: exact types all the way down (1, 1.0
+    and True differ), and whatever else a value's repr shows (0.0 and -0.0, Decimal 1.0 and 1.00, a
+    datetime's zone); a dict's key order and a set's member order do not matter."""
+    return canonical(a) == canonical(b)
+
+
+def canonical(value: Any) -> tuple[str, Any]:
+    """A comparable form of `value` naming its type at every level (repr for the leaves)."""
+    t = type(value)
+    if t is dict:
+        return ("dict", tuple(sorted((canonical(k), canonical(v)) for k, v in value.items())))
+    if t is list or t is tuple:
+        return (t.__name__, tuple(map(canonical, value)))
+    if t is set or t is frozenset:
+        return (t.__name__, tuple(sorted(map(canonical, value))))
+    if t is dt.datetime or t is dt.time:  # fold is a wall clock's choice of offset: the offset is what counts
+        return (t.__name__, repr((value.replace(fold=0), value.utcoffset())))
+    return (f"{t.__module__}.{t.__qualname__}", repr(value))
 
 
 class RawSQL:

@@ -23,6 +23,11 @@ from .engines import TARGETS
 
 KEYS = st.sampled_from(["a", "b", "msgs", "n", "x.y", "$d", "with space", "k"])
 NESTED_KEYS = st.text(alphabet="ab$.[ \"é", min_size=0, max_size=3)
+NOON = dt.datetime(2024, 1, 1, 12, tzinfo=dt.timezone.utc)
+# Values equal by == but stored differently: replacing one by another is a change save() must see.
+LOOKALIKE_VALUES = [0, 1, 0.0, -0.0, 1.0, True, False, Decimal("0"), Decimal("-0"), Decimal("1.0"), Decimal("1.00"),
+                    NOON, NOON.astimezone(dt.timezone(dt.timedelta(hours=1)))]
+LOOKALIKES = st.sampled_from(LOOKALIKE_VALUES)
 LEAVES = st.one_of(
     st.none(),
     st.booleans(),
@@ -34,9 +39,14 @@ LEAVES = st.one_of(
     st.frozensets(st.integers(0, 5), max_size=3),
     st.decimals(allow_nan=False, allow_infinity=False, places=2),
     st.datetimes(timezones=st.just(dt.timezone.utc)),
+    LOOKALIKES,
+    st.frozensets(LOOKALIKES, max_size=2),
 )
 VALUES = st.recursive(
-    LEAVES, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(NESTED_KEYS, inner, max_size=3), max_leaves=10
+    LEAVES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(NESTED_KEYS, inner, max_size=3)
+    | st.dictionaries(st.sampled_from([1, 1.0, True, 2]), inner, max_size=2),
+    max_leaves=10,
 )
 
 
@@ -53,6 +63,16 @@ def containers(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         for i, v in enumerate(value):
             out.extend(containers(v, path + (i,)))
     return out
+
+
+def lookalikes(value: Any) -> list[Any]:
+    """Values == `value` but stored differently (a type, a zero's sign, an exponent or a zone apart)."""
+    if type(value) in (tuple, frozenset):
+        options = [lookalikes(x) for x in value]
+        if not any(options):
+            return []
+        return [type(value)(opts[0] if opts else x for x, opts in zip(value, options))]
+    return [x for x in LOOKALIKE_VALUES if x == value and not strict_equal(x, value)]
 
 
 def at(state: Any, path: tuple[Any, ...]) -> Any:
@@ -131,8 +151,23 @@ class StoreMachine(RuleBasedStateMachine):
         self.model[name].append(copy.deepcopy(state))
 
     def _edit(self, state: dict[str, Any], data: st.DataObject) -> None:
-        kind = data.draw(st.sampled_from(["set", "delete", "append", "truncate", "drop_front", "nested"]), label="kind")
+        kind = data.draw(st.sampled_from(["set", "delete", "append", "truncate", "drop_front", "nested", "lookalike"]),
+                         label="kind")
         lists = [p for p in containers(state) if type(at(state, p)) is list]
+        if kind == "lookalike":  # what == cannot see: a value or a dict key replaced by an equal one stored otherwise
+            spots = [(p, k, key) for p in containers(state) for k in (list(at(state, p)) if type(at(state, p)) is dict
+                     else range(len(at(state, p)))) for key in (False, True)
+                     if (type(at(state, p)) is dict and lookalikes(k) if key else lookalikes(at(state, p)[k]))]
+            if spots:
+                path, k, key = data.draw(st.sampled_from(spots), label="spot")
+                container = at(state, path)
+                if key:
+                    new_key = data.draw(st.sampled_from(lookalikes(k)), label="key")
+                    items = [(new_key if x == k else x, v) for x, v in container.items()]
+                    container.clear()
+                    container.update(items)
+                else:
+                    container[k] = data.draw(st.sampled_from(lookalikes(container[k])), label="lookalike")
         if kind == "set":
             key, value = data.draw(KEYS, label="key"), data.draw(VALUES, label="value")
             if key not in state or not strict_equal(state[key], value):  # type-only changes included

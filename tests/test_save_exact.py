@@ -1,0 +1,117 @@
+"""save() sees every change the store keeps, also the ones `==` cannot see (a float zero's sign, a decimal's
+exponent, a datetime's zone, the types of a set's members and of a dict's keys, an object's fields), in a
+dict, in a list item and deep inside a growing conversation; and equal values saved again cost nothing."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+import eventckpt
+from eventckpt import ops
+
+from .conftest import RawSQL, strict_equal
+
+UTC = dt.timezone.utc
+PLUS_ONE = dt.timezone(dt.timedelta(hours=1))
+NOON = dt.datetime(2024, 1, 1, 12, tzinfo=UTC)
+
+
+@dataclasses.dataclass
+class Note:
+    text: Any
+    score: Any = dataclasses.field(default=0, compare=False)  # its == leaves this field out
+
+
+# before -> after: equal by ==, stored differently
+LOOKALIKE_CHANGES = {
+    "float zero's sign": (0.0, -0.0),
+    "decimal exponent": (Decimal("1.0"), Decimal("1.00")),
+    "decimal zero's sign": (Decimal("0"), Decimal("-0")),
+    "datetime zone": (NOON, NOON.astimezone(PLUS_ONE)),
+    "time zone": (dt.time(12, tzinfo=UTC), dt.time(13, tzinfo=PLUS_ONE)),
+    "set member type": ({1, 2}, {1.0, 2}),
+    "frozenset member type": (frozenset({1}), frozenset({True})),
+    "frozenset member inside": (frozenset({(1, "a")}), frozenset({(1.0, "a")})),
+    "dict key type": ({1: "a"}, {1.0: "a"}),
+    "dict key type, nested": ({"k": {2: [1]}}, {"k": {2.0: [1]}}),
+    "object field type": (Note(1), Note(1.0)),
+    "object field == leaves out": (Note("x", score=1), Note("x", score=2)),
+    "tuple item type": ((1, "x"), (True, "x")),
+}
+
+PLACES = {
+    "dict value": lambda x: {"v": x, "other": "same"},
+    "list item": lambda x: {"v": ["a", x, None]},
+    "message in a conversation": lambda x: {"v": [{"role": "user", "content": "hi"}, {"role": "tool", "x": x}]},
+}
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("case", LOOKALIKE_CHANGES)
+def test_a_change_equality_cannot_see_is_saved(store: eventckpt.Store, case: str, place: str) -> None:
+    """Replacing a value by one that is == to it but stored differently is a change: the new version
+    restores the new value exactly, and diff names it."""
+    before, after = LOOKALIKE_CHANGES[case]
+    assert before == after and not strict_equal(before, after)  # the case is what it says
+    task = store.stream("task-1")
+    task.save(PLACES[place](copy.deepcopy(before)))
+    task.save(PLACES[place](copy.deepcopy(after)))
+    assert strict_equal(task.state(2), PLACES[place](after)) and strict_equal(task.state(1), PLACES[place](before))
+    assert len(task.diff(1, 2).changed) == 1
+
+
+@pytest.mark.parametrize("case", LOOKALIKE_CHANGES)
+def test_a_lookalike_inside_a_long_conversation_is_an_edit_of_that_item(store: eventckpt.Store, store_target: str,
+                                                                         case: str) -> None:
+    """In a conversation that also grows, the lookalike change is one event at the edited message, next
+    to the append (not a rewrite of the whole list)."""
+    before, after = LOOKALIKE_CHANGES[case]
+    messages = [{"role": "user", "content": f"m{i}", "n": i} for i in range(200)]
+    messages[150]["x"] = copy.deepcopy(before)
+    task = store.stream("task-1")
+    task.save({"messages": messages})
+    messages[150]["x"] = copy.deepcopy(after)
+    messages.append({"role": "assistant", "content": "next"})
+    task.save({"messages": messages})
+    with RawSQL(store_target) as raw:
+        paths = raw.execute("SELECT op, path FROM changes WHERE stream = 'task-1' AND version = 2 ORDER BY seq")
+    assert [op for op, _ in paths] == ["set", "append"] and paths[1][1] == "$.messages"
+    assert paths[0][1] in ("$.messages[150].x", "$.messages[150].x.k")  # the value, or the key inside it
+    assert strict_equal(task.state()["messages"], messages)
+
+
+def test_equal_values_saved_again_cost_nothing(store: eventckpt.Store, store_target: str) -> None:
+    """Saving fresh copies of values that are stored the same (sets built in another order, equal
+    datetimes, decimals, objects, dicts with number keys, zeros, a datetime's fold in a fixed zone) stores
+    no event."""
+    def state() -> dict[str, Any]:
+        values = [0.0, -0.0, Decimal("1.10"), Decimal("-0"), NOON, NOON.astimezone(PLUS_ONE), dt.time(1, tzinfo=UTC),
+                  {3, 1.5, True}, frozenset({(1, 2.0), "a"}), {1: "a", 2.0: "b"}, Note(1.0, score=0.0), (0.0, -0.0)]
+        return {"top": values, "d": {f"k{i}": v for i, v in enumerate(values)},
+                "messages": [{"role": "user", "v": v, "i": i} for i, v in enumerate(values * 20)]}
+
+    task = store.stream("task-1")
+    task.save(state())
+    again = state()
+    again["top"][7] = {True, 1.5, 3}
+    again["d"]["k4"] = NOON.replace(fold=1)
+    task.save(again)
+    task.save(copy.deepcopy(again))
+    assert task.version == 3
+    with RawSQL(store_target) as raw:
+        assert raw.one("SELECT count(*) FROM changes WHERE stream = 'task-1' AND version > 1") == 0
+
+
+@pytest.mark.parametrize("case", LOOKALIKE_CHANGES)
+def test_same_tells_lookalikes_apart(case: str) -> None:
+    """ops.same is False for each lookalike pair, alone and as the item of a list, and True for a copy."""
+    before, after = LOOKALIKE_CHANGES[case]
+    assert not ops.same(before, after) and not ops.same([before], [after])
+    assert not ops.same([{"x": before}], [{"x": after}]) and not ops.same({"x": before}, {"x": after})
+    assert ops.same(before, copy.deepcopy(before)) and ops.same([{"x": before}], [{"x": copy.deepcopy(before)}])
