@@ -14,6 +14,7 @@ from . import ops
 from .errors import RollbackError
 from .mixin import Migrations
 from .states import state_dict
+from .tracked import TrackedState
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
@@ -26,8 +27,12 @@ def rollback_on_error(stream: CheckpointStore, obj: Any, *, name: str | None = N
                       migrations: Migrations | None = None) -> Iterator[Checkpoint]:
     """Save `obj` (unless it equals the head), run the block, and restore `obj` in place from that
     version if the block raises; the exception is re-raised, never suppressed. If restoring fails too,
-    RollbackError (carrying the block's exception as `original`) is raised instead."""
-    state = state_dict(obj)
+    RollbackError (carrying the block's exception as `original`) is raised instead.
+
+    A tracked state of this stream (`stream.checkout()`) that the block did not save is restored by
+    dropping the edits it recorded (`refresh()`): the next save writes only what comes after."""
+    tracked = isinstance(obj, TrackedState) and obj.belongs_to(stream)
+    state = obj.plain() if tracked else state_dict(obj)
     version = stream.version
     if version == 0 or ops.diff(stream.state(version), state):
         version = stream.save(obj, metadata=metadata, name=name).version
@@ -35,7 +40,10 @@ def rollback_on_error(stream: CheckpointStore, obj: Any, *, name: str | None = N
         yield stream.get(version)
     except BaseException as exc:
         try:
-            stream.load_into(obj, version, migrations=migrations)
+            if tracked and obj.version == version == stream.version:
+                obj.refresh()  # the block's edits were never saved: drop them, and nothing is written
+            else:
+                stream.load_into(obj, version, migrations=migrations)
         except Exception as failure:
             raise RollbackError(stream.task_id, version, exc, failure) from failure
         raise

@@ -10,6 +10,8 @@ import pytest
 import eventckpt
 from eventckpt import Checkpointable
 
+from .conftest import RawSQL
+
 
 class Counter(Checkpointable):
     def __init__(self) -> None:
@@ -63,6 +65,45 @@ def test_rollback_of_a_plain_dict(store: eventckpt.Store) -> None:
             state["extra"] = 1
             raise KeyError("x")
     assert state == {"messages": ["hi"]}
+
+
+def test_rollback_of_a_tracked_state_drops_its_unsaved_edits(store: eventckpt.Store, store_target: str) -> None:
+    """A tracked state goes back by dropping the block's recorded edits: the same object holds the saved
+    version again, an unchanged one is not saved twice, and the next save writes only what came after."""
+    stream = store.stream("t")
+    stream.save({"messages": ["a"], "n": 1})
+    state = stream.checkout()
+    with stream.rollback_on_error(state):  # unchanged since the head: no new version
+        pass
+    assert stream.version == 1
+    state["messages"].append("b")
+    with pytest.raises(RuntimeError):
+        with stream.rollback_on_error(state) as cp:
+            assert cp.version == 2
+            state["messages"].append("oops")
+            state["n"] = 5
+            raise RuntimeError()
+    assert dict(state) == {"messages": ["a", "b"], "n": 1} and type(state) is eventckpt.TrackedState
+    state["messages"].append("c")
+    assert stream.save(state).version == 3 and stream.state() == {"messages": ["a", "b", "c"], "n": 1}
+    with RawSQL(store_target) as raw:
+        rows = raw.execute("SELECT op, path FROM changes WHERE stream = 't' AND version = 3")
+    assert [tuple(r) for r in rows] == [("append", "$.messages")]
+
+
+def test_rollback_of_a_tracked_state_the_block_saved(store: eventckpt.Store) -> None:
+    """When the block saved the tracked state, it goes back to the version saved before the block (as a
+    change the next save records), and stays usable."""
+    stream = store.stream("t")
+    state = stream.checkout()
+    state["messages"] = ["a"]
+    with pytest.raises(RuntimeError):
+        with stream.rollback_on_error(state) as cp:
+            state["messages"].append("b")
+            stream.save(state)
+            raise RuntimeError()
+    assert cp.version == 1 and dict(state) == {"messages": ["a"]}
+    assert stream.save(state).version == 3 and stream.state() == stream.state(1) == {"messages": ["a"]}
 
 
 def test_rollback_restores_to_the_version_it_saved(store: eventckpt.Store) -> None:
