@@ -80,6 +80,8 @@ def same(a: Any, b: Any) -> bool:
     if t is list or t is tuple:
         return len(a) == len(b) and a == b and _same_types(a, b)
     if a == b:
+        if t is float:  # 0.0 -> -0.0 is a change
+            return a != 0.0 or copysign(1.0, a) == copysign(1.0, b)
         return t in _EXACT_BY_EQUALITY or _equal_values_same(t, [a], [b])
     return t is float and a != a and b != b  # NaN (when allowed) is unchanged NaN
 
