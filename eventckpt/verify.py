@@ -12,7 +12,8 @@
   written in full must equal the replayed values (as canonical JSON, types included), and every shared
   key's manifest entry must be structurally sound: its base snapshot holds the key, or its base event
   created it, and since then only appends/extends at exactly that key touched it. Values are replayed
-  as plain JSON, so classes this process does not know cannot cause false alarms.
+  as their stored JSON (eventckpt.stored_fold), so classes this process does not know cannot cause false
+  alarms.
 - PRAGMA integrity_check and foreign_key_check, and metadata_index against versions.metadata.
 
 A snapshot that no later manifest refers to can be deleted without a trace and without harm: restores
@@ -31,8 +32,9 @@ import orjson
 from .errors import StorageError
 from .integrity import ROOT, version_checksum
 from .journal import Journal, Segment, StreamRow, segments_for
-from .ops import APPEND, EXTEND, SET, apply
+from .ops import APPEND, EXTEND, SET
 from .paths import from_text
+from .stored_fold import StoredFolder
 
 if TYPE_CHECKING:
     from .core import Core
@@ -97,7 +99,7 @@ class _Lineage:
     def copy(self) -> _Lineage:
         return _Lineage(orjson.loads(orjson.dumps(self.state)), dict(self.origin), dict(self.changed), self.checksum, self.sound)
 
-    def fold(self, version: int, seq: int, op: str, path: tuple[Any, ...], value: Any) -> None:
+    def fold(self, folder: StoredFolder, version: int, seq: int, op: str, path: tuple[Any, ...], value: Any) -> None:
         key = path[0]
         if len(path) == 1 and op in (APPEND, EXTEND):
             if key not in self.state:
@@ -108,12 +110,13 @@ class _Lineage:
                 self.origin[key] = (version, seq)
             else:
                 self.origin.pop(key, None)
-        apply(self.state, op, path, value)
+        folder.fold(self.state, op, path, value)
 
 
 class _Checker:
     def __init__(self, core: Core, journal: Journal, progress: Callable[[int, int], None] | None) -> None:
         self.core, self.journal, self.progress = core, journal, progress
+        self.folder = StoredFolder()
         self.rows: list[StreamRow] = []
         self.problems: list[Problem] = []
         self.versions = self.events = self.snapshots = self.done = 0
@@ -221,7 +224,7 @@ class _Checker:
         try:
             values = orjson.loads("[" + ",".join(r[4] if r[4] is not None else "null" for r in rows) + "]")
             for (_, seq, op, text, _), value in zip(rows, values):
-                lineage.fold(version, seq, op, from_text(text), value)
+                lineage.fold(self.folder, version, seq, op, from_text(text), value)
         except Exception as exc:  # noqa: BLE001 - any failure to fold means the events are damaged
             lineage.sound = False
             self.problem("replay", row, version, f"its events do not fold onto the state before it ({exc!r}); "
