@@ -75,14 +75,23 @@ def show_path(path: Path) -> str:
     return text[2:] if text.startswith("$.") else text
 
 
-def short(store: Store | None, value: Any, width: int) -> str:
-    text = (store.codec.encode(value) if store else orjson.dumps(value, default=repr)).decode()
+def shown(value: Any) -> str:
+    """A value for people: JSON when it is JSON data (times and UUIDs as their ISO text), else its repr
+    (a big int, bytes, a Decimal, a set or a dict with number keys: never quoted as if it were text)."""
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return repr(value)
+
+
+def short(value: Any, width: int) -> str:
+    text = shown(value)
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def log_line(cp: Checkpoint, *, stream: bool = False) -> str:
     usage = " ".join(f"{k}={v}" for k, v in sorted(cp.token_usage.items()))
-    meta = " ".join(f"{k}={orjson.dumps(v, default=repr).decode()}" for k, v in sorted(cp.metadata.items()))
+    meta = " ".join(f"{k}={shown(v)}" for k, v in sorted(cp.metadata.items()))
     head = f"{cp.task_id}@{cp.version}" if stream else f"v{cp.version}"
     return "  ".join(part for part in (
         f"{head:<6}", format_time(cp.created_at)[:19].replace("T", " "), "auto  " if cp.auto else "manual",
@@ -92,16 +101,16 @@ def log_line(cp: Checkpoint, *, stream: bool = False) -> str:
 def change_line(change: Change, width: int) -> str:
     where = show_path(change.path)
     if change.kind == ADDED:
-        return f"+ {where}  {short(None, change.new, width)}"
+        return f"+ {where}  {short(change.new, width)}"
     if change.kind == REMOVED:
-        return f"- {where}  {short(None, change.old, width)}"
+        return f"- {where}  {short(change.old, width)}"
     half = max(10, width // 2)
-    return f"~ {where}  {short(None, change.old, half)} -> {short(None, change.new, half)}"
+    return f"~ {where}  {short(change.old, half)} -> {short(change.new, half)}"
 
 
 def history_line(entry: HistoryEntry, asked: Path) -> str:
     """One change; an ancestor's change shows the path asked for and names the ancestor."""
-    value = "" if entry.op == "delete" else short(None, entry.value, 80)
+    value = "" if entry.op == "delete" else short(entry.value, 80)
     where = show_path(entry.path) if len(entry.path) >= len(asked) else f"{show_path(asked)} (via {show_path(entry.path)})"
     return f"v{entry.version:<5} {format_time(entry.created_at)[:19].replace('T', ' ')}  {entry.op:8} {where:24} {value}"
 

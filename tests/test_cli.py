@@ -106,6 +106,26 @@ def test_diff_and_history(demo: Path) -> None:
     assert [(e["version"], e["op"], e["value"]) for e in entries] == [(9, "set", 8), (8, "set", 7)]
 
 
+def test_values_json_cannot_hold_print_for_people(tmp_path: Path) -> None:
+    """diff, history and log print big ints, bytes, decimals and dicts with number keys as their repr
+    (not as quoted text, and without failing); JSON data stays JSON."""
+    import decimal
+
+    path = tmp_path / "v.db"
+    with eventckpt.open(path) as store:
+        task = store.stream("t")
+        task.save({"big": 2**64, "nk": {1: "a"}, "b": b"hi", "d": decimal.Decimal("1.0"), "s": "x"}, metadata={"n": 2**70})
+        task.save({"big": 2**64 + 1, "nk": {1: "b"}, "b": b"ho", "d": decimal.Decimal("1.00"), "s": "y"})
+    code, out, err = run("diff", path, "t@1", "t@2")
+    assert code == 0 and not err, err
+    assert out.splitlines()[1:] == ["~ b  b'hi' -> b'ho'", "~ big  18446744073709551616 -> 18446744073709551617",
+                                    "~ d  Decimal('1.0') -> Decimal('1.00')", "~ nk  {1: 'a'} -> {1: 'b'}", '~ s  "x" -> "y"']
+    code, out, _ = run("history", path, "t", "nk")
+    assert code == 0 and [line.split()[-2:] for line in out.splitlines()] == [["{1:", "'b'}"], ["{1:", "'a'}"]]
+    code, out, _ = run("log", path, "t")
+    assert code == 0 and out.splitlines()[1].endswith("n=1180591620717411303424")
+
+
 def test_fork_and_rollback(demo: Path) -> None:
     """fork and rollback write through the API and report what they did."""
     code, out, _ = run("fork", demo, "demo@5", "--name", "again")
