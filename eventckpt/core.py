@@ -144,8 +144,9 @@ class Core:
         """The row of `version` in the stream's lineage; VersionNotFoundError when it is not there."""
         owner = self.owner(journal, row, version)
         vrow = journal.version_row(owner, version) if owner else None
-        if vrow is None:
-            raise VersionNotFoundError(row.name, version, version)
+        if vrow is None:  # the head is read again only to name it in the error
+            found = journal.stream_and_head(row.name)
+            raise VersionNotFoundError(row.name, version, found[1] if found else 0)
         return vrow
 
     def origin(self, journal: Journal, row: StreamRow) -> ForkOrigin | None:

@@ -35,8 +35,6 @@ def keys(core: Core, task_id: str, version: int | None) -> list[str]:
     """See CheckpointStore.keys."""
     with core.session() as journal, journal.read():
         segments, version = _lineage(core, task_id, journal, version)
-        if not version:
-            return []
         snap = journal.latest_snapshot(segments)
         since, present = 0, {}
         if snap is not None:
@@ -56,7 +54,7 @@ def length(core: Core, task_id: str, path: Any, version: int | None) -> int | No
     parts = normalize(path)
     with core.session() as journal, journal.read():
         segments, version = _lineage(core, task_id, journal, version)
-        return list_length(journal, core.codec, segments, parts, version) if version else None
+        return list_length(journal, core.codec, segments, parts, version)
 
 
 def value(core: Core, task_id: str, path: Any, version: int | None, start: int | None, stop: int | None) -> Any:
@@ -70,7 +68,7 @@ def value(core: Core, task_id: str, path: Any, version: int | None, start: int |
     codec = core.codec
     with core.session() as journal, journal.read():
         segments, version = _lineage(core, task_id, journal, version)
-        found = _read(journal, codec, segments, parts, version, start, stop) if version else MISSING
+        found = _read(journal, codec, segments, parts, version, start, stop)
     if found is MISSING:
         raise PathError(parts, f"no value there at version {version} of {task_id!r}")
     if sliced and (len(parts) > 1 or type(found) is not list):
@@ -101,16 +99,17 @@ def _read(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, 
 
 def _lineage(core: Core, task_id: str, journal: Journal, version: int | None) -> tuple[list[Segment], int]:
     """The lineage's segments up to `version` (the head when None) and that version; raises when the
-    stream or the version does not exist."""
+    stream or the version does not exist (version 0, a stream's state before its first version, names no
+    checkpoint: VersionNotFoundError, as for state())."""
     row, head = core.existing(journal, task_id)
     if version is None:
         version = head
     if type(version) is not int:
         raise InvalidArgumentError("version", version, "must be None or an int")
-    if not 0 <= version <= head:
+    if not 1 <= version <= head:
         raise VersionNotFoundError(task_id, version, head)
     segments = core.segments(journal, row, version)
-    if version and not any(s.lo <= version <= s.hi and journal.version_row(s, version) for s in segments):
+    if not any(s.lo <= version <= s.hi and journal.version_row(s, version) for s in segments):
         raise VersionNotFoundError(task_id, version, head)
     return segments, version
 

@@ -362,14 +362,15 @@ class CheckpointStore:
         return retention.remove(self.core, self.task_id, version)
 
     def tool_calls(self, *, version: int | None = None, since: int = 0, upto: int | None = None) -> list[ToolCall]:
-        """The tool calls recorded in this lineage, oldest first: all of them, those of one `version`, or
-        those in versions after `since` and up to `upto`."""
+        """The tool calls recorded in this lineage, oldest first: all of them, those of one `version` (which
+        must exist), or those in versions after `since` and up to `upto`."""
         for label, value in (("version", version), ("upto", upto), ("since", since)):
             if value is not None and (type(value) is not int or value < 0):
                 raise InvalidArgumentError(label, value, "must be a non-negative int")
         with self.core.session() as journal:
             row, head = self._found(journal)
             if version is not None:
+                self.core.version_row(journal, row, version)  # VersionNotFoundError when there is none
                 since, upto = version - 1, version
             upto = head if upto is None else min(upto, head)
             if upto <= since:

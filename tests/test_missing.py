@@ -45,6 +45,9 @@ READS: dict[str, Any] = {
     "expire": lambda t: t.expire(dt.timedelta(0)),
     "remove": lambda t: t.remove(1),
     "load_into": lambda t: t.load_into({}),
+    "keys": lambda t: t.keys(),
+    "value": lambda t: t.value("step"),
+    "length": lambda t: t.length("step"),
 }
 
 
@@ -71,6 +74,10 @@ ZERO: dict[str, Any] = {
     "diff(1, 0)": lambda t: t.diff(1, 0),
     "diff(1, (t, 0))": lambda t: t.diff(1, ("t", 0)),
     "diff(0, live)": lambda t: t.diff(0, live={}),
+    "keys(0)": lambda t: t.keys(0),
+    "value(a, 0)": lambda t: t.value("a", 0),
+    "length(a, 0)": lambda t: t.length("a", 0),
+    "tool_calls(version=0)": lambda t: t.tool_calls(version=0),
 }
 
 
@@ -87,6 +94,23 @@ def test_version_zero_names_no_checkpoint(store: eventckpt.Store, store_target: 
     assert journal_rows(store_target) == before
 
 
+@pytest.mark.parametrize("call", ["get", "state", "rollback", "keys", "value", "length", "tool_calls"])
+def test_a_missing_or_removed_version_is_an_error_naming_the_head(store: eventckpt.Store, call: str) -> None:
+    """A version past the head, or one retention removed, raises VersionNotFoundError naming the real
+    head (also for the partial reads and tool_calls, which answered [] or None before)."""
+    task = store.stream("t")
+    for i in range(4):
+        task.save({"a": [i]})
+    task.remove(3)
+    read = {"get": task.get, "state": task.state, "rollback": task.rollback, "keys": task.keys,
+            "value": lambda v: task.value("a", v), "length": lambda v: task.length("a", v),
+            "tool_calls": lambda v: task.tool_calls(version=v)}[call]
+    for version in (3, 9):
+        with pytest.raises(eventckpt.VersionNotFoundError) as info:
+            read(version)
+        assert (info.value.version, info.value.head) == (version, 4), str(info.value)
+
+
 def test_a_stream_without_versions_has_no_state(store: eventckpt.Store) -> None:
     """A fork at 0 exists but holds no checkpoint: latest is None, len is 0, its log is empty, and state()
     raises VersionNotFoundError (head 0) instead of answering {}."""
@@ -95,9 +119,10 @@ def test_a_stream_without_versions_has_no_state(store: eventckpt.Store) -> None:
     empty = task.fork(at=0, task_id="empty")
     assert empty.exists() and empty.version == 0 and empty.latest is None and len(empty) == 0
     assert empty.log() == [] and empty.list_versions() == [] and empty.history("a") == []
-    with pytest.raises(eventckpt.VersionNotFoundError) as info:
-        empty.state()
-    assert info.value.head == 0
+    for read in (empty.state, empty.keys, lambda: empty.length("a"), lambda: empty.value("a")):
+        with pytest.raises(eventckpt.VersionNotFoundError) as info:
+            read()
+        assert info.value.head == 0
     assert empty.save({"b": 2}).version == 1 and empty.state() == {"b": 2}
 
 
