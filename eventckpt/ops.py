@@ -58,7 +58,7 @@ def same(a: Any, b: Any) -> bool:
     checkpoint), and what `==` does not look at too (a float zero's sign, a decimal's exponent, a time's
     zone, the fields an object's `==` leaves out, the types of a set's members and of a dict's keys).
 
-    Dicts are compared key by key. Lists are compared with `==` plus `_same_types`, at C speed: a long
+    Dicts are compared key by key: the order of their keys is not a value (see `_edited_order`). Lists are compared with `==` plus `_same_types`, at C speed: a long
     conversation stays cheap to diff.
     """
     if a is b:
@@ -143,7 +143,7 @@ def _diff_value(old: Any, new: Any, path: Path, out: list[Event]) -> None:
     if same(old, new):
         return
     t = type(new)
-    if t is dict and type(old) is dict and _recursable(old) and _recursable(new):
+    if t is dict and type(old) is dict and _recursable(old) and _recursable(new) and list(new) == _edited_order(old, new):
         for key in old:
             if key not in new:
                 out.append(Event(DELETE, path + (key,)))
@@ -157,6 +157,13 @@ def _diff_value(old: Any, new: Any, path: Path, out: list[Event]) -> None:
         _diff_list(old, new, path, out)
     else:
         out.append(Event(SET, path, new))
+
+
+def _edited_order(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The key order of `old` after per-key events turn it into `new` (kept keys stay, new ones go last).
+    When a dict whose keys changed has another order than that, the whole dict is set instead, so the
+    order it was given is what restores. (Keys that only changed order are no change: `same`.)"""
+    return [k for k in old if k in new] + [k for k in new if k not in old]
 
 
 def _diff_list(old: list[Any], new: list[Any], path: Path, out: list[Event]) -> None:

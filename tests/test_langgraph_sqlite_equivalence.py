@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import operator
@@ -292,4 +293,70 @@ def test_a_delta_channel_graph_is_equal_at_every_step(tmp_path: Path, store_targ
 
     expected, got = on_both(tmp_path, store_target, run_deltas)
     assert len(expected) > 20 and max(len(h["values"].get("items", [])) for h in expected) >= 10
+    assert got == expected
+
+
+# -- replacements `==` cannot tell from the old items, and dict key order ------------------------------
+
+
+@dataclasses.dataclass
+class Task:
+    id: str
+    status: str = dataclasses.field(compare=False)  # tasks are equal when their ids are
+
+
+def upsert(old: list[Any], new: list[Any]) -> list[Any]:
+    """Replace tasks by id, append new ones."""
+    out = list(old)
+    for task in new:
+        at = next((i for i, o in enumerate(out) if o.id == task.id), None)
+        if at is None:
+            out.append(task)
+        else:
+            out[at] = task
+    return out
+
+
+class Lookalikes(TypedDict):
+    tasks: Annotated[list, upsert]
+    scores: list
+    floats: Annotated[list, lambda old, new: old + [float(x) for x in new]]
+    d: dict
+    n: int
+
+
+def lookalikes(saver: BaseCheckpointSaver, reopen: Any = None) -> dict[str, Any]:
+    def work(state: Lookalikes) -> dict[str, Any]:
+        n = state["n"]
+        return {"tasks": [Task(t.id, "done") for t in state["tasks"] if t.status == "open"] + [Task(f"t{n}", "open")],
+                "scores": [float(x) for x in state["scores"]] + [n],  # equal items of another type, and one more
+                "floats": [7], "d": {f"first{n}": n, **state["d"]}, "n": n + 1}  # a new key placed first
+
+    graph = StateGraph(Lookalikes)
+    graph.add_node("work", work)
+    graph.add_edge(START, "work")
+    graph.add_conditional_edges("work", lambda s: "work" if s["n"] < 3 else END)
+    config = {"configurable": {"thread_id": "t"}}
+    graph.compile(checkpointer=saver).invoke({"tasks": [], "scores": [1, 2], "floats": [], "d": {"b": 1}, "n": 0}, config)
+    app = graph.compile(checkpointer=reopen() if reopen else saver)
+
+    def shown(values: dict[str, Any]) -> str:  # types, field values and key order, all of it
+        return repr({**values, "tasks": [(t.id, t.status) for t in values.get("tasks", [])], "d": list(values.get("d", {}).items())})
+
+    return {"history": [shown(s.values) for s in app.get_state_history(config)],
+            "pending": sorted(repr(w[1:]) for t in saver.list(config) for w in (t.pending_writes or []))}
+
+
+def test_replacements_equal_to_the_old_items_and_key_order_are_kept(tmp_path: Path, store_target: str) -> None:
+    """Items replaced by equal ones (a field __eq__ leaves out, 1 -> 1.0) in a list that also grows, a
+    dict channel's new key placed first, and a write the reducer turns into other types: the history
+    read back (also by a new saver on the file) and the pending writes are SqliteSaver's."""
+    conn = sqlite3.connect(tmp_path / "sqlite.db", check_same_thread=False)
+    try:
+        expected = lookalikes(SqliteSaver(conn))
+    finally:
+        conn.close()
+    with EventCkptSaver(store_target) as saver:
+        got = lookalikes(saver, reopen=lambda: EventCkptSaver(store_target))
+    assert "('t0', 'done')" in expected["history"][0] and "1.0, 2.0" in expected["history"][0]
     assert got == expected

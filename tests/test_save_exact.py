@@ -115,3 +115,17 @@ def test_same_tells_lookalikes_apart(case: str) -> None:
     assert not ops.same(before, after) and not ops.same([before], [after])
     assert not ops.same([{"x": before}], [{"x": after}]) and not ops.same({"x": before}, {"x": after})
     assert ops.same(before, copy.deepcopy(before)) and ops.same([{"x": before}], [{"x": copy.deepcopy(before)}])
+
+
+def test_a_dict_whose_keys_change_keeps_the_order_it_was_given(store: eventckpt.Store, store_target: str) -> None:
+    """A new key placed first (or a key removed while others move) restores in the order saved, the
+    dict set whole; new keys at the end stay one event each; keys that only changed order are no change."""
+    task = store.stream("task-1")
+    task.save({"d": {"b": 1, "a": 2}})
+    task.save({"d": {"b": 1, "a": 2, "c": 3}})  # new key last: one event
+    task.save({"d": {"first": 0, "b": 1, "a": 2, "c": 3}})  # new key first: the dict, whole
+    task.save({"d": {"c": 3, "first": 0, "b": 1, "a": 2}})  # only the order: no change
+    assert [list(task.state(v)["d"]) for v in (2, 3, 4)] == [["b", "a", "c"], ["first", "b", "a", "c"], ["first", "b", "a", "c"]]
+    with RawSQL(store_target) as raw:
+        rows = raw.execute("SELECT version, op, path FROM changes WHERE stream = 'task-1' AND version > 1 ORDER BY version, seq")
+    assert [tuple(r) for r in rows] == [(2, "set", "$.d.c"), (3, "set", "$.d")]

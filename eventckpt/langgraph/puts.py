@@ -17,7 +17,8 @@ calling __eq__) is stored as appends too; anything else is compared with the sto
 This rests on one assumption, the one DeltaChannel's replay rests on too: a reducer does not change
 the items already in the list in place (it may append, replace or remove: `add_messages` replacing a
 message by id or removing one changes the list's length or which object sits where, and is then stored
-by comparing the whole list). Like save(), a replacement by an equal item of another type is not seen.
+by comparing the whole list: a replacement by an equal item is a change, since only the same objects
+are taken as unchanged, or, in a plain JSON channel, items equal with exact types).
 Only checkpoints whose parent is the checkpoint this saver put last take these paths; the equality tests
 against SqliteSaver check the result on real graphs.
 
@@ -28,12 +29,13 @@ reference to the child's append (writes.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any
 
 import ormsgpack
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint
 
-from ..ops import DELETE, Event
+from ..ops import DELETE, Event, same
 from ..ops import SET as SET_OP
 from ..paths import addressable
 from .heads import Blob, Entry, blob_of
@@ -213,6 +215,8 @@ class Put:
             return False
         changed = [k for k, v in value.items() if given.get(k, _MISSING) is not v]
         removed = [k for k in given if k not in value]
+        if list(value) != [k for k in given if k in value] + [k for k in changed if k not in given]:
+            return False  # keys in another order than edits give (new ones last): a set keeps the order
         if len(changed) + len(removed) > max(8, len(value) // 2):
             return False
         if not all(type(k) is str and k[:1] != "$" and addressable(k) for k in (*changed, *removed)):
@@ -235,7 +239,7 @@ class Put:
             count = len(written)
             single = type(write.live) is not list
             mine = items[offset : offset + count]
-            alike = write.encoding == encoding and write.stored == (mine[0] if single else mine)
+            alike = write.encoding == encoding and same(write.stored, mine[0] if single else mine)
             if alike:
                 out.append((task_id, idx, reference(self.checkpoint_id, length, offset, count, single, encoding)))
             elif any(value[length + offset + i] is not item for i, item in enumerate(written)):
@@ -246,13 +250,16 @@ class Put:
     @staticmethod
     def _same_start(value: list[Any], prev: Channel) -> bool:
         """Whether the list starts with the items of the list the previous put was given: the same
-        objects, or equal ones (a list compares identical items at C speed, without calling __eq__)."""
+        objects (compared at C speed), or, in a channel stored as plain JSON, items equal to them with
+        exact types. An equal object that is not the same one is otherwise a change: `==` cannot tell
+        a replacement by an equal item (1 -> 1.0, a field its __eq__ leaves out) from none."""
         given, length = prev.given, prev.length
-        if given is None or length is None:
+        if given is None or length is None or len(given) != length:
             return False
         if value is given:  # grown in place: its first items are the ones stored before (see above)
             return True
-        return len(given) == length and value[:length] == given
+        prefix = value[:length]
+        return all(map(is_, prefix, given)) or (prev.encoding is None and same(prefix, given))
 
     def _written(self, name: str, grown: int) -> list[tuple[str, int, Write, list[Any]]] | None:
         """(task id, idx, write, its items) of the parent's writes to the channel in writes order, when
