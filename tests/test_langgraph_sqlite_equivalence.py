@@ -325,7 +325,8 @@ class Lookalikes(TypedDict):
     n: int
 
 
-def lookalikes(saver: BaseCheckpointSaver, reopen: Any = None) -> dict[str, Any]:
+def lookalikes(saver: BaseCheckpointSaver, reopen: str | None = None) -> dict[str, Any]:
+    """The graph's history and pending writes, read through a new EventCkptSaver on `reopen` when given."""
     def work(state: Lookalikes) -> dict[str, Any]:
         n = state["n"]
         return {"tasks": [Task(t.id, "done") for t in state["tasks"] if t.status == "open"] + [Task(f"t{n}", "open")],
@@ -338,7 +339,7 @@ def lookalikes(saver: BaseCheckpointSaver, reopen: Any = None) -> dict[str, Any]
     graph.add_conditional_edges("work", lambda s: "work" if s["n"] < 3 else END)
     config = {"configurable": {"thread_id": "t"}}
     graph.compile(checkpointer=saver).invoke({"tasks": [], "scores": [1, 2], "floats": [], "d": {"b": 1}, "n": 0}, config)
-    app = graph.compile(checkpointer=reopen() if reopen else saver)
+    app = graph.compile(checkpointer=EventCkptSaver(reopen) if reopen else saver)
 
     def shown(values: dict[str, Any]) -> str:  # types, field values and key order, all of it
         return repr({**values, "tasks": [(t.id, t.status) for t in values.get("tasks", [])], "d": list(values.get("d", {}).items())})
@@ -351,12 +352,7 @@ def test_replacements_equal_to_the_old_items_and_key_order_are_kept(tmp_path: Pa
     """Items replaced by equal ones (a field __eq__ leaves out, 1 -> 1.0) in a list that also grows, a
     dict channel's new key placed first, and a write the reducer turns into other types: the history
     read back (also by a new saver on the file) and the pending writes are SqliteSaver's."""
-    conn = sqlite3.connect(tmp_path / "sqlite.db", check_same_thread=False)
-    try:
-        expected = lookalikes(SqliteSaver(conn))
-    finally:
-        conn.close()
-    with EventCkptSaver(store_target) as saver:
-        got = lookalikes(saver, reopen=lambda: EventCkptSaver(store_target))
+    expected, got = on_both(tmp_path, store_target, lambda saver: lookalikes(
+        saver, reopen=store_target if isinstance(saver, EventCkptSaver) else None))
     assert "('t0', 'done')" in expected["history"][0] and "1.0, 2.0" in expected["history"][0]
     assert got == expected
