@@ -183,6 +183,8 @@ def test_long_lists_show_their_ends_and_page_the_rest(site: tuple[str, Any]) -> 
     assert node["node"]["children"][0]["children"][1]["value"] == "item 5" and node["next_page"]
     html = page(base, gap["href"])
     assert "item 5" in html and "item 104" in html and "item 105" not in html
+    back = twin(base, node["previous_page"].replace("/state", "/state.json"))  # from item 5: the first page
+    assert "start=" not in node["previous_page"] and back["node"]["window"] == [0, 100]
     root = twin(base, "/s/long/v/301/state.json")
     assert root["node"]["size"] == 2
 
@@ -378,3 +380,16 @@ def test_a_busy_port_is_one_clear_line(tmp_path: Path) -> None:
         done = subprocess.run([sys.executable, "-m", "eventckpt", "serve", str(path), "--port", str(port)],
                               capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and f"port {port}" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_postgresql_password_is_never_shown(pg_target: str) -> None:
+    """Served from a URL with a password, the pages and their twins name the store without it (the
+    fork and rollback commands too)."""
+    with eventckpt.open(pg_target) as store:
+        store.stream("a").save({"x": 1})
+    with serving(pg_target.replace("eventckpt@", "eventckpt:s3cret@", 1)) as server:
+        for target in ("/s/a/v/1", "/s/a/v/1.json", "/", "/s/a"):
+            code, _, body = get(server.url, target)
+            assert code == 200 and b"s3cret" not in body, target
+        commands = twin(server.url, "/s/a/v/1.json")["commands"]
+    assert commands["fork"] == f"eventckpt fork {pg_target} a@1 --name a-v1"

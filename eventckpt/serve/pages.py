@@ -329,7 +329,7 @@ def node(store: Store, name: str, number: int, query: Query) -> Page:
         children = builder.children(list(enumerate(_plain(encode, items), start)), path)
         tree = {"key": path[-1], "path": text, "kind": "array", "size": length, "children": children,
                 "window": [start, stop]}
-        more = (node_url(name, number, text, start - ITEMS_PAGE) if start > 0 else None,
+        more = (node_url(name, number, text, max(start - ITEMS_PAGE, 0)) if start > 0 else None,
                 node_url(name, number, text, stop) if stop < length else None)
     else:
         value = _plain(encode, task.value(path, number))

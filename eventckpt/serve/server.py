@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ..store import Store
 from ..store import open as open_store
 from .app import HEADERS, Viewer
 
@@ -84,13 +85,19 @@ def _hostname(header: str) -> str:
     return header.rsplit(":", 1)[0]
 
 
+def shown_target(path: str, store: Store) -> str:
+    """How pages and messages name the store: the path as given, or a PostgreSQL URL without its password
+    (the store's own description: pages may be served beyond this machine)."""
+    return store.path if path.startswith(("postgresql://", "postgres://")) else path
+
+
 @contextmanager
 def serving(path: str, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False) -> Iterator[ViewerServer]:
     """A running viewer of the store at `path` (opened read-only) in a background thread; stopped, and
     the store closed, on exit."""
     store = open_store(path, readonly=True)
     try:
-        viewer = Viewer(store, label=path, verbose=verbose)
+        viewer = Viewer(store, label=shown_target(path, store), verbose=verbose)
         server = ViewerServer((host, port), viewer)
     except BaseException:
         store.close()
@@ -112,7 +119,7 @@ def run(path: str, host: str, port: int, *, open_browser: bool, echo: Callable[[
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         with serving(path, host, port, verbose=verbose) as server:
-            echo(f"eventckpt viewer of {path} (read-only) at {server.url}  (Ctrl-C stops it)")
+            echo(f"eventckpt viewer of {server.viewer.label} (read-only) at {server.url}  (Ctrl-C stops it)")
             if open_browser:
                 webbrowser.open(server.url)
             try:
