@@ -100,8 +100,9 @@ JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead 
 @contextmanager
 def _open(path: str, *, create: bool = False) -> Iterator[eventckpt.Store]:
     """The store at `path`. Only `demo` and `import` create one: every other command refuses a missing or
-    empty file (StoreNotFoundError) and leaves it as it was."""
-    with eventckpt.open(path, create=create) as store:
+    empty file (StoreNotFoundError) and leaves it as it was. NaN and infinities are allowed: commands only
+    show and copy what a program stored (with allow_nan=True, maybe), never values of their own."""
+    with eventckpt.open(path, create=create, allow_nan=True) as store:
         yield store
 
 

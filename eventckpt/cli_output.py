@@ -3,6 +3,8 @@ KEY=VALUE metadata filters)."""
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,11 +79,24 @@ def show_path(path: Path) -> str:
 
 def shown(value: Any) -> str:
     """A value for people: JSON when it is JSON data (times and UUIDs as their ISO text), else its repr
-    (a big int, bytes, a Decimal, a set or a dict with number keys: never quoted as if it were text)."""
+    (a big int, bytes, a Decimal, a set, a dict with number keys, NaN: never quoted as text, nor null)."""
+    if _has_nan(value):  # orjson would write null
+        return repr(value)
     try:
         return orjson.dumps(value).decode()
     except (TypeError, orjson.JSONEncodeError):
         return repr(value)
+
+
+def _has_nan(value: Any) -> bool:
+    """Whether a NaN or an infinity is in `value` (stored by a store opened with allow_nan=True)."""
+    if type(value) is float:
+        return not math.isfinite(value)
+    if type(value) is dict:
+        return any(map(_has_nan, value.values()))
+    if type(value) in (list, tuple):
+        return any(map(_has_nan, value))
+    return False
 
 
 def short(value: Any, width: int) -> str:

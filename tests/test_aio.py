@@ -302,3 +302,18 @@ def test_async_log_history_diff_search(store_target: str) -> None:
                 assert await store.diff("s", 2, 5) == sync.stream("s").diff(2, 5)
 
     run(main())
+
+
+def test_ids_in_other_digits_are_ids(store_target: str) -> None:
+    """Only ASCII digits read as a version number: "²" names no checkpoint (None / False, not ValueError),
+    and "٣" can be a checkpoint id that load finds."""
+
+    async def main() -> None:
+        async with aio.open(store_target) as store:
+            await store.save("s", {"a": 1})
+            await store.save("s", {"a": 2})
+            await store.save("s", {"a": 3}, checkpoint_id="٣")
+            assert await store.load("s", "²") is None and await store.delete("s", "²") is False
+            assert (await store.load("s", "٣")).values == {"a": 3} and (await store.load("s", "2")).values == {"a": 2}
+
+    run(main())

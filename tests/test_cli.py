@@ -359,3 +359,15 @@ def test_the_readme_table_and_help_examples_work_on_the_demo_file(tmp_path: Path
     for command in ["eventckpt demo agent.db"] + examples:
         status, err = run_cli_example(command, tmp_path)
         assert status == 0, (command, err)
+
+
+def test_a_store_saved_with_nan_is_shown(tmp_path: Path) -> None:
+    """NaN and infinities a program stored with allow_nan=True are shown and diffed (not a failure)."""
+    path = tmp_path / "n.db"
+    with eventckpt.open(path, allow_nan=True) as store:
+        store.stream("n").save({"x": float("nan"), "y": [float("inf")]})
+        store.stream("n").save({"x": 1.0, "y": [float("inf")]})
+    code, out, err = run("show", path, "n@1")
+    assert code == 0 and not err and "NaN" in out.replace("nan", "NaN"), err
+    code, out, err = run("diff", path, "n@1", "n@2")
+    assert code == 0 and out.splitlines()[1:] == ["~ x  nan -> 1.0"], (out, err)

@@ -393,3 +393,20 @@ def test_a_postgresql_password_is_never_shown(pg_target: str) -> None:
             assert code == 200 and b"s3cret" not in body, target
         commands = twin(server.url, "/s/a/v/1.json")["commands"]
     assert commands["fork"] == f"eventckpt fork {pg_target} a@1 --name a-v1"
+
+
+def test_a_store_saved_with_nan_is_served(tmp_path: Path) -> None:
+    """A version holding NaN (stored with allow_nan=True) is a page, its twin and a pinned path, not a 500."""
+    path = tmp_path / "n.db"
+    with eventckpt.open(path, allow_nan=True) as store:
+        store.stream("n").save({"x": float("nan"), "y": [float("-inf")]})
+    with serving(str(path)) as server:
+        for target in ("/s/n/v/1", "/s/n/v/1.json", "/s/n/v/1?pin=x", "/s/n/history?path=x", "/s/n/v/1/state?path=y"):
+            assert get(server.url, target)[0] == 200, target
+
+
+def test_numbers_in_other_scripts_are_not_versions(site: tuple[str, Any]) -> None:
+    """A version or a parameter written with non-ASCII digits ("²", "٣") is a 404 or a 400, never a 500."""
+    base, _ = site
+    assert get(base, "/s/demo/v/%C2%B2")[0] == 404 and get(base, "/s/demo/v/%D9%A3/state")[0] == 404
+    assert get(base, "/s/demo?n=%C2%B2")[0] == 400

@@ -119,9 +119,9 @@ class Viewer:
                 return pages.timeline(store, name, query)
             case ["s", name, "history"]:
                 return pages.history(store, name, query)
-            case ["s", name, "v", number] if number.isdigit():
+            case ["s", name, "v", number] if number.isascii() and number.isdigit():
                 return pages.version(store, name, int(number), query, self.label)
-            case ["s", name, "v", number, "state"] if number.isdigit():
+            case ["s", name, "v", number, "state"] if number.isascii() and number.isdigit():
                 return pages.node(store, name, int(number), query)
             case ["diff"]:
                 return pages.diff(store, query)

@@ -92,7 +92,7 @@ def _int(query: Query, name: str, default: int | None, lo: int, hi: int) -> int 
     text = _one(query, name)
     if text is None or text == "":
         return default
-    if not text.isdigit() or not lo <= int(text) <= hi:
+    if not (text.isascii() and text.isdigit()) or not lo <= int(text) <= hi:
         raise BadRequest(f"{name} must be a whole number from {lo} to {hi}, not {text!r}")
     return int(text)
 
