@@ -249,14 +249,18 @@ def _ancestor_change(journal: Journal, codec: Codec, segments: list[Segment], pa
 
 
 def ancestor_value(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, where: Path, row: HistoryRow) -> Any:
-    """The path's value as an ancestor's event left it: taken from inside the ancestor's new value by
-    SQL, or when that cannot be trusted (nothing found, or "$" keys that a tagged form could shadow),
-    read as of the end of that version."""
-    if row.op == SET and row.value is not None and not any(type(k) is str and k.startswith("$") for k in parts[len(where):]):
+    """The path's value as an ancestor's event left it (MISSING for a delete, or a truncation that cut
+    it): taken from inside the ancestor's new value by SQL, or when that cannot be trusted (nothing found,
+    which may be a null, or "$" keys that a tagged form could shadow), from the event's decoded value.
+    Never from the end of the version: a later event of the same version may have changed it again."""
+    rest = parts[len(where):]
+    if row.op != SET:
+        return MISSING
+    if row.value is not None and not any(type(k) is str and k.startswith("$") for k in rest):
         return codec.decode(row.value)
-    if row.op == SET or row.op == TRUNCATE:
-        return value_at(journal, codec, segments, parts, row.version)
-    return MISSING
+    owner = next(s for s in segments if s.stream_id == row.stream_id and s.lo <= row.version <= s.hi)
+    value = journal.event_at(owner, row.version, row.seq)[2]
+    return MISSING if value is None else descend(codec.decode(value), rest)
 
 
 class VersionSize(NamedTuple):

@@ -246,3 +246,22 @@ def test_creations_match_a_model(tmp_path_factory: pytest.TempPathFactory, versi
         for index in range(max(created, default=-1) + 2):
             got = [(e.version, e.seq, e.op, e.value) for e in task.history(("l", index)) if e.op in ("append", "extend")]
             assert got == sorted(created.get(index, []), reverse=True), index
+
+
+def test_an_ancestor_set_reports_what_it_left_not_what_the_version_ended_with(store: eventckpt.Store) -> None:
+    """An ancestor's set followed by other events in the same version is reported with the path's value
+    right after it: a delete when the new value has no such item (not the item a later event added), a
+    null as a set of None, a value under "$" keys from the decoded event."""
+    task = store.stream("h")
+    task.save({"d": {"b": [1, 2, 3]}})
+    with task.transaction() as tx:
+        tx.set("d.b", [])
+        tx.extend("d.b", [7, 8, 9])
+        tx.set("d.b[1]", "x")
+    with task.transaction() as tx:
+        tx.set("d.b", [None, {"$k": 1}])
+        tx.set("d.b[0]", 5)
+    got = [(e.version, e.seq, e.op, e.path, e.value) for e in task.history("d.b[0]")]
+    assert got == [(3, 1, "set", ("d", "b", 0), 5), (3, 0, "set", ("d", "b"), None), (2, 1, "extend", ("d", "b"), 7),
+                   (2, 0, "delete", ("d", "b"), None), (1, 0, "set", ("d",), 1)]
+    assert [(e.version, e.seq, e.op, e.value) for e in task.history(("d", "b", 1, "$k"))] == [(3, 0, "set", 1)]
