@@ -46,7 +46,7 @@ from .errors import InvalidArgumentError, StreamNotFoundError, VersionNotFoundEr
 from .mixin import Migrations
 from .retention import Pruned
 from .store import Store
-from .checks import check_task_id
+from .checks import check_task_id, whole_number
 from .stream import CheckpointStore
 from .tracked import TrackedState
 
@@ -97,7 +97,7 @@ class AsyncStore:
                    tool_calls: Any = None, add_usage: Mapping[str, int | float] | None = None) -> Checkpoint:
         """Save `state` as the session's next checkpoint (see CheckpointStore.save). Its `values` are read
         lazily, with a blocking read: use `load()` to read a state from async code."""
-        if checkpoint_id is not None and type(checkpoint_id) is str and checkpoint_id.isascii() and checkpoint_id.isdigit():
+        if checkpoint_id is not None and type(checkpoint_id) is str and whole_number(checkpoint_id):
             raise InvalidArgumentError("checkpoint_id", checkpoint_id, "ids made only of digits would read as version numbers")
         stream = self._stream(session_id)
         return await self._run(stream.save, state, token_usage, metadata=metadata, name=name, auto=auto,
@@ -236,7 +236,7 @@ def _resolve(stream: CheckpointStore, checkpoint_id: str | None) -> int:
         except VersionNotFoundError:
             pass
         return 0
-    if checkpoint_id.isascii() and checkpoint_id.isdigit():  # "²" and "٣" are ids, not numbers
+    if whole_number(checkpoint_id):
         try:
             return stream.get(int(checkpoint_id)).version
         except VersionNotFoundError:

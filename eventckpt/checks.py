@@ -43,6 +43,12 @@ def plain_text(text: str) -> bool:
     return "\x00" not in text and encodable(text)
 
 
+def whole_number(text: str) -> bool:
+    """Whether `text` is a whole number written in ASCII digits (str.isdigit alone also takes "²" and "٣",
+    which int() refuses or reads as another script's digits)."""
+    return text.isascii() and text.isdigit()
+
+
 def check_version(name: str, value: Any) -> int:
     if type(value) is not int:
         raise InvalidArgumentError(name, value, "must be an int")

@@ -12,6 +12,7 @@ import click
 import orjson
 
 from .checkpoint import Checkpoint, format_time
+from .checks import whole_number
 from .diffing import ADDED, REMOVED, Change, Diff
 from .errors import InvalidArgumentError, StreamNotFoundError
 from .paths import Path, parse, to_text
@@ -36,7 +37,7 @@ def parse_ref(store: Store, text: str) -> tuple[str, int | None]:
 def parse_version(text: str, ref: str | None = None) -> int:
     """A version as the CLI takes it: 3 or v3."""
     digits = text[1:] if text[:1] == "v" else text
-    if not digits.isascii() or not digits.isdigit():
+    if not whole_number(digits):
         raise InvalidArgumentError("version", ref if ref is not None else text,
                                    "a version is a whole number such as 3 or v3 (STREAM@3, STREAM@v3)")
     return int(digits)
@@ -45,7 +46,7 @@ def parse_version(text: str, ref: str | None = None) -> int:
 def is_version(text: str) -> bool:
     """Whether a diff's second side is a bare version of the first stream (7 or v7)."""
     digits = text[1:] if text[:1] == "v" else text
-    return digits.isascii() and digits.isdigit()
+    return whole_number(digits)
 
 
 def parse_path(text: str) -> Path:

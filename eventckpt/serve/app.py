@@ -26,6 +26,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import jinja2
 import orjson
 
+from ..checks import whole_number
 from ..errors import EventCkptError, InvalidArgumentError, PathError, StreamNotFoundError, VersionNotFoundError
 from ..store import Store
 from . import pages, shapes
@@ -119,9 +120,9 @@ class Viewer:
                 return pages.timeline(store, name, query)
             case ["s", name, "history"]:
                 return pages.history(store, name, query)
-            case ["s", name, "v", number] if number.isascii() and number.isdigit():
+            case ["s", name, "v", number] if whole_number(number):
                 return pages.version(store, name, int(number), query, self.label)
-            case ["s", name, "v", number, "state"] if number.isascii() and number.isdigit():
+            case ["s", name, "v", number, "state"] if whole_number(number):
                 return pages.node(store, name, int(number), query)
             case ["diff"]:
                 return pages.diff(store, query)

@@ -12,6 +12,7 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from ..checkpoint import Checkpoint, format_time
+from ..checks import whole_number
 from ..diffing import Change
 from ..cli_output import parse_meta, parse_path, parse_ref
 from ..errors import PathError, StreamNotFoundError
@@ -92,7 +93,7 @@ def _int(query: Query, name: str, default: int | None, lo: int, hi: int) -> int 
     text = _one(query, name)
     if text is None or text == "":
         return default
-    if not (text.isascii() and text.isdigit()) or not lo <= int(text) <= hi:
+    if not whole_number(text) or not lo <= int(text) <= hi:
         raise BadRequest(f"{name} must be a whole number from {lo} to {hi}, not {text!r}")
     return int(text)
 
