@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from decimal import Decimal
-from itertools import chain, compress, islice, repeat
+from itertools import chain, compress, islice
 from math import copysign
 from operator import attrgetter, not_
 from typing import Any, NamedTuple
@@ -58,8 +58,8 @@ def same(a: Any, b: Any) -> bool:
     checkpoint), and what `==` does not look at too (a float zero's sign, a decimal's exponent, a time's
     zone, the fields an object's `==` leaves out, the types of a set's members and of a dict's keys).
 
-    Dicts are compared key by key: the order of their keys is not a value (see `_edited_order`). Lists are compared with `==` plus `_same_types`, at C speed: a long
-    conversation stays cheap to diff.
+    Dicts are compared key by key: the order of their keys is not a value (see `edited_order`). Lists
+    are compared with `==` plus `_same_types`, at C speed: a long conversation stays cheap to diff.
     """
     if a is b:
         return True
@@ -87,10 +87,8 @@ def same(a: Any, b: Any) -> bool:
 
 
 def _equal_values_same(t: type, head: list[Any], caller: list[Any]) -> bool:
-    """Pairwise `==` values of type `t` (outside `_EXACT_BY_EQUALITY`) are also stored the same, checked at
-    C speed per type where it can be."""
-    if t is float:  # 0.0 -> -0.0 is a change
-        return list(map(copysign, repeat(1.0), head)) == list(map(copysign, repeat(1.0), caller))
+    """Pairwise `==` values of type `t` (outside `_EXACT_BY_EQUALITY`, and not float: its zeros are
+    compared where they are met) are also stored the same, checked at C speed per type where it can be."""
     if t is Decimal:  # 1.0 -> 1.00 and 0 -> -0 are changes: compare_total is 0 only for the same digits
         return not any(map(Decimal.compare_total, head, caller))
     if t is dt.datetime or t is dt.time:  # the same instant in another zone is a change
@@ -143,7 +141,7 @@ def _diff_value(old: Any, new: Any, path: Path, out: list[Event]) -> None:
     if same(old, new):
         return
     t = type(new)
-    if t is dict and type(old) is dict and _recursable(old) and _recursable(new) and list(new) == _edited_order(old, new):
+    if t is dict and type(old) is dict and _recursable(old) and _recursable(new) and list(new) == edited_order(old, new):
         for key in old:
             if key not in new:
                 out.append(Event(DELETE, path + (key,)))
@@ -159,7 +157,7 @@ def _diff_value(old: Any, new: Any, path: Path, out: list[Event]) -> None:
         out.append(Event(SET, path, new))
 
 
-def _edited_order(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def edited_order(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The key order of `old` after per-key events turn it into `new` (kept keys stay, new ones go last).
     When a dict whose keys changed has another order than that, the whole dict is set instead, so the
     order it was given is what restores. (Keys that only changed order are no change: `same`.)"""

@@ -41,7 +41,7 @@ class StoredFolder:
             self._fold_plain(parent, op, key, value)
             return
         items = _items(parent) if pairs else list(parent.items())
-        at = next((i for i, (k, _) in enumerate(items) if type(k) is type(key) and k == key), None)
+        at = _find(items, key)
         current = items[at][1] if at is not None else _MISSING
         if op == DELETE:
             if at is None:
@@ -101,13 +101,19 @@ def _items(node: dict[str, Any]) -> list[tuple[Any, Any]]:
     return [(k, v) for k, v in node[_PAIRS]]
 
 
+def _find(items: list[tuple[Any, Any]], key: Any) -> int | None:
+    """Where `key` (of that very type: 1 is not 1.0) is among a pairs-dict's items."""
+    return next((i for i, (k, _) in enumerate(items) if type(k) is type(key) and k == key), None)
+
+
 def _child(node: Any, key: Any) -> Any:
     """The value at `key` in a stored list, dict or pairs-dict (KeyError/IndexError when there is none)."""
     if _is_pairs(node):
-        for k, v in node[_PAIRS]:
-            if type(k) is type(key) and k == key:
-                return v
-        raise KeyError(key)
+        items = _items(node)
+        at = _find(items, key)
+        if at is None:
+            raise KeyError(key)
+        return items[at][1]
     return node[key]
 
 

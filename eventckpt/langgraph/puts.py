@@ -35,7 +35,7 @@ from typing import Any
 import ormsgpack
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint
 
-from ..ops import DELETE, Event, same
+from ..ops import DELETE, Event, edited_order, same
 from ..ops import SET as SET_OP
 from ..paths import addressable
 from .heads import Blob, Entry, blob_of
@@ -215,7 +215,7 @@ class Put:
             return False
         changed = [k for k, v in value.items() if given.get(k, _MISSING) is not v]
         removed = [k for k in given if k not in value]
-        if list(value) != [k for k in given if k in value] + [k for k in changed if k not in given]:
+        if list(value) != edited_order(given, value):
             return False  # keys in another order than edits give (new ones last): a set keeps the order
         if len(changed) + len(removed) > max(8, len(value) // 2):
             return False
