@@ -3,8 +3,8 @@ KEY=VALUE metadata filters)."""
 
 from __future__ import annotations
 
+import json
 import math
-
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,11 +63,22 @@ def parse_meta(items: Sequence[str]) -> dict[str, Any] | None:
         key, eq, raw = item.partition("=")
         if not eq or not key:
             raise InvalidArgumentError("--meta", item, "must be KEY=VALUE")
-        try:
-            out[key] = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+        try:  # the standard parser, since orjson reads an int past 64 bits as a float
+            out[key] = json.loads(raw, parse_float=_finite, parse_constant=_refused)
+        except ValueError:
             out[key] = raw
     return out
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is not a finite number")
+    return number
+
+
+def _refused(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
 
 
 # -- text -----------------------------------------------------------------------------------------------

@@ -126,6 +126,24 @@ def test_values_json_cannot_hold_print_for_people(tmp_path: Path) -> None:
     assert code == 0 and out.splitlines()[1].endswith("n=1180591620717411303424")
 
 
+
+def test_meta_filters_keep_big_ints_exact(tmp_path: Path) -> None:
+    """--meta n=2**70 matches the checkpoint whose n is that int, not one whose n is the float it rounds to."""
+    path = tmp_path / "m.db"
+    with eventckpt.open(path) as store:
+        task = store.stream("t")
+        task.save({"a": 1}, metadata={"n": 2**70})
+        task.save({"a": 2}, metadata={"n": float(2**70)})
+        task.save({"a": 3}, metadata={"n": [2**70 + 1]})
+    for meta, versions in ((f"n={2**70}", [1]), (f"n={float(2**70)!r}", [2]), (f"n=[{2**70 + 1}]", [3]),
+                           ("n=1e400", []), ("n=NaN", [])):
+        code, out, err = run("log", path, "t", "--meta", meta, "--json")
+        assert code == 0, err
+        assert [e["version"] for e in orjson.loads(out)] == versions, meta
+        code, out, err = run("search", path, "--meta", meta, "--json")
+        assert [e["version"] for e in orjson.loads(out)] == versions, meta
+
+
 def test_fork_and_rollback(demo: Path) -> None:
     """fork and rollback write through the API and report what they did."""
     code, out, _ = run("fork", demo, "demo@5", "--name", "again")

@@ -410,3 +410,18 @@ def test_numbers_in_other_scripts_are_not_versions(site: tuple[str, Any]) -> Non
     base, _ = site
     assert get(base, "/s/demo/v/%C2%B2")[0] == 404 and get(base, "/s/demo/v/%D9%A3/state")[0] == 404
     assert get(base, "/s/demo?n=%C2%B2")[0] == 400
+
+
+def test_numbers_past_64_bits_are_exact_in_every_twin(tmp_path: Path) -> None:
+    """Token totals whose sum passes 64 bits are exact JSON numbers in every twin, not a 500."""
+    path = tmp_path / "big.db"
+    big, top = 2**70 + 1, 2**63 - 1
+    with eventckpt.open(path) as store:
+        store.stream("b").save({"x": big}, {"input_tokens": top, "output_tokens": top, "cache_tokens": top},
+                               name="big", metadata={"n": big})
+    with serving(str(path)) as server:
+        for target in ("/streams", "/s/b", "/s/b/v/1", "/search?name=big"):
+            assert get(server.url, target)[0] == 200, target
+            body = get(server.url, target.replace("?", ".json?") if "?" in target else target + ".json")[2]
+            assert str(3 * top).encode() in body, target
+        assert f'"n":{{"$bigint":"{big}"}}'.encode() in get(server.url, "/search.json?name=big")[2]  # as stored

@@ -107,7 +107,7 @@ class Viewer:
         except EventCkptError as exc:
             return self._error(500, f"{type(exc).__name__}: {exc}", as_json)
         if as_json:
-            return Response(200, "application/json", orjson.dumps(page.data, default=shapes.default))
+            return Response(200, "application/json", shapes.page_json(page.data))
         return self._html(200, page.template, title=page.title, data=page.data,
                           json_href=pages.json_url(target if "?" in target else parts.path))
 

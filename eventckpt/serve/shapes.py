@@ -42,6 +42,25 @@ def default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not page data")
 
 
+def page_json(data: Any) -> bytes:
+    """Page data as JSON. An int orjson cannot write (past 64 bits: a big int in metadata, a sum of
+    token counters) is written exactly as JSON allows, in a second pass only the pages holding one pay."""
+    try:
+        return orjson.dumps(data, default=default)
+    except TypeError:
+        return orjson.dumps(_exact_ints(data), default=default)
+
+
+def _exact_ints(value: Any) -> Any:
+    if type(value) is int and not -(2**63) <= value < 2**64:
+        return orjson.Fragment(str(value).encode())
+    if isinstance(value, dict):
+        return {k: _exact_ints(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_exact_ints(v) for v in value]
+    return value
+
+
 # -- a state as a tree ------------------------------------------------------------------------------
 
 
