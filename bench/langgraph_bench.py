@@ -11,14 +11,16 @@ them alike, and printed as a ratio next to its target:
    a step each in turn: graph step time (the whole superstep) and file bytes. Saver time per step: the
    put and put_writes calls LangGraph made during a run, recorded once, put in the order LangGraph
    means them (a step's writes before the next checkpoint; its background threads may deliver them
-   later) and replayed into each saver, the savers taking turns call by call. Then, on freshly opened
+   later) and replayed into each saver, the savers taking turns call by call. A fourth graph takes its
+   turns too, on a saver that keeps the newest checkpoint as the very objects it is handed: LangGraph's
+   own loop, the floor no saver's graph step can go below. Then, on freshly opened
    savers taking turns, get_state of the newest and of the middle checkpoint, `list` of every
    checkpoint and get_state_history (medians).
 2. W for `--long` steps on EventCkptSaver: its saver time per step over the last 1000 steps against the
    first 1000 (a put must cost what changed, not the conversation).
 3. An agent graph with real LangChain messages (`--invokes`): each invoke adds a HumanMessage, an
    AIMessage with a tool call and a ToolMessage (`add_messages`), SqliteSaver and EventCkptSaver invoking
-   in turns: time per invoke over the last tenth of the invokes, get_state of the newest checkpoint,
+   in turns (with the floor saver too): time per invoke over the last tenth of the invokes, get_state of the newest checkpoint,
    get_state_history, file bytes.
 
 Durability is like for like: "normal" runs SqliteSaver with `PRAGMA synchronous=NORMAL` against
@@ -47,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
 from langgraph.channels import DeltaChannel  # noqa: E402
-from langgraph.checkpoint.base import BaseCheckpointSaver  # noqa: E402
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
@@ -155,6 +157,39 @@ def sqlite_saver(path: Path, durability: str) -> Iterator[SqliteSaver]:
 def eventckpt_saver(path: Path, durability: str) -> Iterator[EventCkptSaver]:
     with EventCkptSaver(path, durability=durability) as saver:
         yield saver
+
+
+class Keeping(BaseCheckpointSaver):
+    """The floor under every saver: keeps each thread's newest checkpoint as the very objects LangGraph
+    handed it (no copy, no serialization, no history). A graph on it costs what LangGraph's own loop
+    costs, so a saver's graph step or invoke can get no closer to zero than this."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.newest: dict[tuple[str, str], CheckpointTuple] = {}
+
+    def get_tuple(self, config: Any) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        return self.newest.get((conf["thread_id"], conf.get("checkpoint_ns", "")))
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        conf = config["configurable"]
+        saved = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": conf.get("checkpoint_ns", ""),
+                                  "checkpoint_id": checkpoint["id"]}}
+        self.newest[(conf["thread_id"], conf.get("checkpoint_ns", ""))] = CheckpointTuple(
+            saved, checkpoint, metadata, config if conf.get("checkpoint_id") else None, [])
+        return saved
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        pass
+
+
+@contextlib.contextmanager
+def keeping_saver(path: Path, durability: str) -> Iterator[Keeping]:
+    yield Keeping()
+
+
+FLOOR = "no saver (floor)"
 
 
 class Timed:
@@ -270,8 +305,9 @@ def run_w(n: int, root: Path, durability: str) -> dict[str, dict[str, float]]:
     del calls
     with contextlib.ExitStack() as stack:
         runs = {}
-        for name, make, schema in W_SAVERS:
-            app = w_graph(n, schema).compile(checkpointer=stack.enter_context(make(paths[name], durability)))
+        for name, make, schema in (*W_SAVERS, (FLOOR, keeping_saver, PlainState)):
+            saver = stack.enter_context(make(paths.get(name, root / "floor"), durability))
+            app = w_graph(n, schema).compile(checkpointer=saver)
             runs[name] = (app.stream(w_input(), {**CONFIG, "recursion_limit": n + 10}, stream_mode="updates",
                                      durability="sync"), [])
         live = dict(runs)
@@ -285,8 +321,8 @@ def run_w(n: int, root: Path, durability: str) -> dict[str, dict[str, float]]:
                     continue
                 wall.append(time.perf_counter() - t)
         for name, (_, wall) in runs.items():
-            out[name]["step_us"] = statistics.median(wall) * 1e6
-    for name in out:
+            out.setdefault(name, {})["step_us"] = statistics.median(wall) * 1e6
+    for name in paths:
         out[name]["bytes"] = file_bytes(paths[name])
     with contextlib.ExitStack() as stack:  # freshly opened: nothing cached from the run
         apps, middles, savers = {}, {}, {}
@@ -336,8 +372,8 @@ def run_agent(invokes: int, root: Path, durability: str) -> dict[str, dict[str, 
     out: dict[str, dict[str, float]] = {name: {} for name, _ in AGENT_SAVERS}
     paths = {name: root / f"agent-{i}.db" for i, (name, _) in enumerate(AGENT_SAVERS)}
     with contextlib.ExitStack() as stack:
-        apps = {name: agent_graph().compile(checkpointer=stack.enter_context(make(paths[name], durability)))
-                for name, make in AGENT_SAVERS}
+        apps = {name: agent_graph().compile(checkpointer=stack.enter_context(make(paths.get(name, root), durability)))
+                for name, make in (*AGENT_SAVERS, (FLOOR, keeping_saver))}
         times: dict[str, list[float]] = {name: [] for name in apps}
         for i in range(invokes):
             for name, app in apps.items():
@@ -346,9 +382,10 @@ def run_agent(invokes: int, root: Path, durability: str) -> dict[str, dict[str, 
                 times[name].append(time.perf_counter() - t)
         tail = max(1, invokes // 10)
         for name in apps:
-            out[name]["invoke_ms"] = statistics.median(times[name][-tail:]) * 1e3
+            out.setdefault(name, {})["invoke_ms"] = statistics.median(times[name][-tail:]) * 1e3
             out[name]["messages"] = len(apps[name].get_state(CONFIG).values["messages"])
-    for name in out:
+        assert out[FLOOR]["messages"] == out["EventCkptSaver"]["messages"]  # the floor did the same work
+    for name in paths:
         out[name]["bytes"] = file_bytes(paths[name])
     with contextlib.ExitStack() as stack:
         apps = {name: agent_graph().compile(checkpointer=stack.enter_context(make(paths[name], durability)))
@@ -376,9 +413,11 @@ def report_w(out: dict[str, dict[str, float]], n: int) -> None:
     print(f"\nworkload W as a graph, {n} steps")
     print(f"{'saver':26} {'ckpts':>6} {'step us':>8} {'saver us':>9} {'file bytes':>13} {'newest ms':>9} {'middle ms':>9}"
           f" {'list ms':>9} {'history ms':>10}")
+    floor = out.pop(FLOOR)["step_us"]
     for name, r in out.items():
         print(f"{name:26} {r['checkpoints']:6.0f} {r['step_us']:8.0f} {r['saver_us']:9.0f} {r['bytes']:13,.0f}"
               f" {r['latest_ms']:9.2f} {r['middle_ms']:9.2f} {r['list_ms']:9.1f} {r['history_ms']:10.1f}")
+    print(f"{FLOOR:26} {'':6} {floor:8.0f}   (LangGraph's own loop: the checkpoint kept as the objects handed over)")
     ours, sq, delta = out["EventCkptSaver"], out["SqliteSaver"], out["SqliteSaver+DeltaChannel"]
     for base_name, base in (("SqliteSaver", sq), ("SqliteSaver+DeltaChannel", delta)):
         print(f"EventCkptSaver / {base_name}: graph step {ours['step_us'] / base['step_us']:.2f}x,"
@@ -387,6 +426,8 @@ def report_w(out: dict[str, dict[str, float]], n: int) -> None:
               f" middle {ours['middle_ms'] / base['middle_ms']:.2f}x,"
               f" list {base['list_ms'] / ours['list_ms']:.0f}x faster")
     figure(f"W {n}: graph step / SqliteSaver's", ours["step_us"] / sq["step_us"], "<= 0.5", ours["step_us"] <= 0.5 * sq["step_us"])
+    print(f"floor / SqliteSaver's graph step: {floor / sq['step_us']:.2f}x (no saver can go below it);"
+          f" EventCkptSaver's step above the floor: {ours['step_us'] - floor:.0f} us")
     figure(f"W {n}: saver time / DeltaChannel's", ours["saver_us"] / delta["saver_us"], "<= 1.0",
            ours["saver_us"] <= delta["saver_us"])
     figure(f"W {n}: file / SqliteSaver's", ours["bytes"] / sq["bytes"], "<= 1/150 (0.00667)",
@@ -409,10 +450,17 @@ def report_long(out: dict[str, float], n: int) -> None:
 def report_agent(out: dict[str, dict[str, float]], invokes: int) -> None:
     print(f"\nagent graph with LangChain messages, {invokes} invokes")
     print(f"{'saver':16} {'messages':>8} {'invoke ms':>9} {'file bytes':>13} {'newest ms':>9} {'history ms':>10}")
+    floor = out.pop(FLOOR)["invoke_ms"]
     for name, r in out.items():
         print(f"{name:16} {r['messages']:8.0f} {r['invoke_ms']:9.2f} {r['bytes']:13,.0f} {r['latest_ms']:9.2f}"
               f" {r['history_ms']:10.1f}")
+    print(f"{FLOOR:16} {'':8} {floor:9.2f}   (LangGraph's own loop)")
     ours, sq = out["EventCkptSaver"], out["SqliteSaver"]
+    fresh = floor + min(ours["latest_ms"], sq["latest_ms"])
+    print(f"floor / SqliteSaver's invoke: {floor / sq['invoke_ms']:.2f}x (no saver can go below it);"
+          f" EventCkptSaver's invoke above the floor: {ours['invoke_ms'] - floor:.2f} ms")
+    print(f"a saver that hands out fresh objects also builds the state once an invoke (its get_tuple at the"
+          f" loop's start): floor + the faster get_state = {fresh:.2f} ms, {fresh / sq['invoke_ms']:.2f}x SqliteSaver's invoke")
     print(f"EventCkptSaver / SqliteSaver: invoke {ours['invoke_ms'] / sq['invoke_ms']:.2f}x,"
           f" get_state {ours['latest_ms'] / sq['latest_ms']:.2f}x, get_state_history"
           f" {ours['history_ms'] / sq['history_ms']:.3f}x, file 1/{sq['bytes'] / ours['bytes']:.0f}")
