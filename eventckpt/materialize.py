@@ -22,7 +22,8 @@ def materialize(
     to later versions; empty without `upto`).
 
     Cost: one snapshot, each shared key's appends before it (bulk-decoded, after the snapshot value it
-    is based on, when it has one), and one tail query.
+    is based on, when it has one), and one tail query. The state's keys are in the order it gave them:
+    a snapshot's manifest lists them in that order (its literal keys and the shared ones).
     `track=False` (a read that will not write after it) skips the snapshot bookkeeping a writer needs,
     which also lets runs of appends replay in bulk; the tracker returned is then only the snapshot's.
     """
@@ -45,17 +46,15 @@ def materialize(
             if missing or type(state) is not dict:
                 raise CorruptStoreError(f"snapshot at version {since} lacks keys {missing!r} its manifest names")
         observer = tracker if track else None
-        # one tail query: a shared key's own events after the snapshot are among them
-        own: dict[str, list[EventRow]] = {key: [] for key in shared}
+        if shared:
+            for key, base in shared.items():
+                rebuild_key(journal, codec, segments, state, key, base, since, None, [])
+            # the keys in the order the state had them (the manifest's), not literal keys first
+            state = {key: state[key] for key in manifest if key in state}
+        # one tail query, folded in order: a key deleted and set again moves to the end among the others
         rest = []
         for row in journal.tail(segments_for(chain, upto) if upto is not None and upto > version else segments, since):
-            if row[0] > version:
-                later.append(row)
-                continue
-            rows = own.get(from_text(row[3])[0]) if own else None
-            (rest if rows is None else rows).append(row)
-        for key, base in shared.items():
-            rebuild_key(journal, codec, segments, state, key, base, since, observer, own[key])
+            (later if row[0] > version else rest).append(row)
         replay(codec, state, rest, observer)
     return state, tracker, later
 

@@ -253,6 +253,8 @@ class _Checker:
         state = lineage.state
         if set(manifest) != set(state):
             yield f"its manifest names keys {sorted(set(manifest) ^ set(state))!r} that differ from the replayed state's"
+        elif list(manifest) != list(state):  # a restore through it would give the keys in the manifest's order
+            yield f"its manifest orders the keys {list(manifest)!r}, the replayed state {list(state)!r}"
         for key in literal & set(stored) & set(state):
             if orjson.dumps(stored[key], option=_CANON) != orjson.dumps(state[key], option=_CANON):
                 yield f"key {key!r} differs from the replay of the events"

@@ -156,3 +156,32 @@ def test_a_restore_reads_a_shared_keys_later_events_with_the_tail(tmp_path: Path
         conn.exec_trace = None
     assert len(state["messages"]) == snapped + 2 and state["step"] == snapped + 2
     assert sum(" events " in f" {q} " for q in statements) == 2
+
+
+@pytest.mark.parametrize("policy", [SnapshotPolicy(min_tail_bytes=64, tail_ratio=0.5, share_min_bytes=16),
+                                    SnapshotPolicy.every_version(share_min_bytes=0), SnapshotPolicy.never()])
+def test_keys_restore_in_the_states_order_through_any_snapshot(store_target: str, policy: SnapshotPolicy) -> None:
+    """A restore gives the keys in the state's order whatever snapshot it starts from: a shared list among
+    them keeps its place, and a key deleted and set again after the snapshot is last."""
+    orders = [["msgs", "a", "b"]] * 5 + [["msgs", "b", "a"]] * 2 + [["msgs", "b", "a", "c"], ["b", "a", "c", "msgs"]]
+    with eventckpt.open(store_target, snapshots=policy) as store:
+        task = store.stream("t")
+        task.save({"msgs": ["m" * 40], "a": "x" * 40, "b": 1})
+        for i in range(4):
+            with task.transaction() as tx:
+                tx.append("msgs", "n" * 40)
+                tx.set("b", i)
+        with task.transaction() as tx:
+            tx.delete("a")
+            tx.set("a", "again")
+        with task.transaction() as tx:
+            tx.set("b", 99)
+        with task.transaction() as tx:
+            tx.set("c", 1)
+        with task.transaction() as tx:  # the shared list deleted and set again after the others
+            tx.delete("msgs")
+            tx.set("msgs", ["z"])
+        assert [list(task.state(v)) for v in range(1, 10)] == orders
+        assert [task.keys(v) for v in range(1, 10)] == orders
+    with eventckpt.open(store_target, snapshots=policy) as store:  # nothing cached
+        assert [list(store.stream("t").state(v)) for v in range(1, 10)] == orders
