@@ -70,7 +70,7 @@ class CheckpointStore:
     def latest(self) -> Checkpoint | None:
         """The head checkpoint, or None when the stream has no versions (a fork at 0, or every version
         removed); StreamNotFoundError when it does not exist."""
-        with self.core.session() as journal:
+        with self.core.session() as journal, journal.read():  # the head found and read in one snapshot
             row, head = self._found(journal)
             return self._checkpoint_at(journal, row, head, None) if head else None
 
@@ -88,7 +88,7 @@ class CheckpointStore:
     def get(self, version: int, *, as_type: Any = None) -> Checkpoint:
         """The checkpoint at `version` (1-based); VersionNotFoundError when there is none."""
         check_version("version", version)
-        with self.core.session() as journal:
+        with self.core.session() as journal, journal.read():
             row, head = self._found(journal)
             if not 1 <= version <= head:
                 raise VersionNotFoundError(self.task_id, version, head)
@@ -117,7 +117,7 @@ class CheckpointStore:
         """The state at `version` (head when None), as a fresh dict or `as_type`. Like get(): version 0
         names no checkpoint, and a stream without versions has no state (VersionNotFoundError)."""
         core = self.core
-        with core.session() as journal:
+        with core.session() as journal, journal.read():  # the head, the version and its state in one snapshot
             row, head = self._found(journal)
             if version is None:
                 version = head
@@ -208,7 +208,7 @@ class CheckpointStore:
         comparing anything (see eventckpt.tracked). Like `version`, a stream without versions (or not
         created yet) gives what its first save builds on: an empty state."""
         core = self.core
-        with core.session() as journal, core.stream_lock(self.task_id):
+        with core.session() as journal, core.stream_lock(self.task_id), journal.read():
             found = journal.stream_and_head(self.task_id)
             if found is None or found[1] == 0:
                 return TrackedState.checkout(self, {}, 0, None)

@@ -8,6 +8,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -204,3 +205,38 @@ def test_cached_head_far_behind_is_restored(db_path: Path) -> None:
             tx.incr("n")
         assert b.stream("t").state() == {"n": CATCH_UP + 7}
         assert a.stream("t").state() == {"n": CATCH_UP + 7}
+
+
+@pytest.mark.parametrize("read", ["state", "checkout"])
+def test_a_catch_up_never_replays_a_rewrite_committed_after_its_generation_check(store_target: str, read: str,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached head caught up while another connection removes a version it holds reads one snapshot: the
+    rewrite committed right after the generation check is not half seen (no version's items twice)."""
+    with eventckpt.open(store_target) as a, eventckpt.open(store_target) as b:
+        mine, theirs = a.stream("r"), b.stream("r")
+        mine.save({"log": [f"x{i}" + "p" * 1000 for i in range(30)], "n": 30})  # big: the fold keeps appends
+        with mine.transaction() as tx:
+            tx.append("log", "x30")
+            tx.incr("n")
+        cached = mine.checkout().version  # this connection caches the head at version 2
+        for i in (31, 32):
+            with theirs.transaction() as tx:
+                tx.append("log", f"x{i}")
+                tx.incr("n")
+        with a.core.session() as journal:
+            engine = type(journal)
+        tail = engine.tail
+        fired = []
+
+        def remove_first(self: Any, *args: Any) -> Any:
+            if not fired:  # the other connection folds version 2 into 3 after the check, before the tail
+                fired.append(True)
+                theirs.remove(cached)
+            return tail(self, *args)
+
+        monkeypatch.setattr(engine, "tail", remove_first)
+        got = mine.state() if read == "state" else mine.checkout().plain()
+        monkeypatch.undo()
+        assert fired
+        assert got["log"][30:] == ["x30", "x31", "x32"] and got["n"] == 33
+        assert mine.state()["log"][30:] == ["x30", "x31", "x32"]

@@ -140,3 +140,23 @@ def test_the_session_api_keeps_llmfy_answers(db_path: Path) -> None:
                     await call
 
     asyncio.run(main())
+
+
+def test_a_checkpoint_whose_version_was_removed_before_its_values_were_read(store_target: str) -> None:
+    """Values first read after retention removed the version (here or in another connection) raise
+    VersionNotFoundError: never another version's state, never an empty one."""
+    with eventckpt.open(store_target) as mine, eventckpt.open(store_target) as theirs:
+        task = mine.stream("t")
+        for i in range(1, 7):
+            task.save({"step": i})
+        third, log = task.get(3), task.log()
+        theirs.stream("t").remove(3)
+        with pytest.raises(eventckpt.VersionNotFoundError):
+            third.values
+        theirs.stream("t").prune(keep_last=2)
+        for cp in log:
+            if cp.version >= 5:
+                assert cp.values == {"step": cp.version}
+            else:
+                with pytest.raises(eventckpt.VersionNotFoundError):
+                    cp.values
