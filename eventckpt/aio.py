@@ -95,14 +95,16 @@ class AsyncStore:
                    metadata: Mapping[str, Any] | None = None, name: str | None = None, auto: bool = False,
                    expected_version: int | None = None, checkpoint_id: str | None = None,
                    tool_calls: Any = None, add_usage: Mapping[str, int | float] | None = None) -> Checkpoint:
-        """Save `state` as the session's next checkpoint (see CheckpointStore.save). Its `values` are read
-        lazily, with a blocking read: use `load()` to read a state from async code."""
+        """Save `state` as the session's next checkpoint (see CheckpointStore.save): the state as it is
+        when called (copied here, or a tracked state's edits so far), whatever other coroutines do to it
+        while the commit runs. Its `values` are read lazily, with a blocking read: use `load()` to read a
+        state from async code."""
         if checkpoint_id is not None and type(checkpoint_id) is str and whole_number(checkpoint_id):
             raise InvalidArgumentError("checkpoint_id", checkpoint_id, "ids made only of digits would read as version numbers")
         stream = self._stream(session_id)
-        return await self._run(stream.save, state, token_usage, metadata=metadata, name=name, auto=auto,
-                               expected_version=expected_version, checkpoint_id=checkpoint_id, tool_calls=tool_calls,
-                               add_usage=add_usage)
+        return await self._run(stream.prepare_save(state, token_usage, metadata=metadata, name=name, auto=auto,
+                                                   expected_version=expected_version, checkpoint_id=checkpoint_id,
+                                                   tool_calls=tool_calls, add_usage=add_usage))
 
     async def checkout(self, session_id: str) -> TrackedState:
         """The session's head as a tracked state (see CheckpointStore.checkout; an empty one for a session

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -176,10 +176,32 @@ class CheckpointStore:
         A tracked state checked out from this stream (`checkout()`) commits exactly the changes it
         recorded, compared with nothing; ConflictError when the stream's head is no longer the version
         it was checked out at or last saved as. The other arguments mean the same for both."""
+        return self._prepared(values, token_usage, metadata=metadata, name=name, auto=auto,
+                              expected_version=expected_version, checkpoint_id=checkpoint_id,
+                              tool_calls=tool_calls, add_usage=add_usage, detach=False)()
+
+    def prepare_save(self, values: Any, token_usage: Mapping[str, int | float] | None = None, **options: Any,
+                     ) -> Callable[[], Checkpoint]:
+        """save() in two steps, for a caller that commits on another thread (eventckpt.aio): what is saved
+        is taken now (a copy of the state, or the edits a tracked state recorded so far), and the function
+        returned commits it. Bad arguments raise now; edits made after this call are not in the version."""
+        return self._prepared(values, token_usage, **options, detach=True)
+
+    def _prepared(self, values: Any, token_usage: Mapping[str, int | float] | None = None, *,
+                  metadata: Mapping[str, Any] | None = None, name: str | None = None, auto: bool = False,
+                  expected_version: int | None = None, checkpoint_id: str | None = None,
+                  tool_calls: Iterable[ToolCall] | None = None, add_usage: Mapping[str, int | float] | None = None,
+                  detach: bool) -> Callable[[], Checkpoint]:
         tracked = isinstance(values, TrackedState) and values.belongs_to(self)
         if isinstance(values, TrackedState) and not tracked:
             values = values.plain()  # another stream's (or store's) tracked state is plain data here
         state = None if tracked else state_dict(values)
+        if detach:  # the caller may change its objects while the commit waits
+            copy = self.core.codec.encode_copy
+            if state is not None:
+                state = {key: copy(value)[1] for key, value in state.items()}
+            if isinstance(metadata, Mapping):
+                metadata = {key: copy(value)[1] for key, value in metadata.items()}
         usage = check_usage(token_usage)
         if add_usage is not None:
             if usage is not None:
@@ -200,7 +222,7 @@ class CheckpointStore:
                        checkpoint_id=checkpoint_id)
         if tracked:
             return save_tracked(self.core, self.task_id, values, usage_of, tool_rows, **options)
-        return commit(self.core, self.task_id, events, False, usage_of, tool_rows=tool_rows, **options)
+        return lambda: commit(self.core, self.task_id, events, False, usage_of, tool_rows=tool_rows, **options)
 
     def checkout(self) -> TrackedState:
         """The head state as a tracked state: live dicts and lists (subclasses of dict and list) that

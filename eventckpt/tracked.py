@@ -238,10 +238,11 @@ class Recording:
         self.spent = True
         return events, renewed
 
-    def committed(self, version: int, stream_id: int, renewed: list[tuple[list[Any], bytes]]) -> None:
-        """The pending events are the new head `version`: start recording afresh from there."""
+    def committed(self, version: int, stream_id: int, renewed: list[tuple[list[Any], bytes]], taken: int) -> None:
+        """The pending events are the new head `version`: the first `taken` recorded ones are in it, and
+        any recorded since (while the commit ran on another thread) stay for the next save."""
         self.version, self.stream_id = version, stream_id
-        self.ops = []
+        del self.ops[:taken]  # in place: an edit recorded meanwhile is appended to this same list
         self.spent = False
         for entry, raw in renewed:
             entry[3] = raw
@@ -707,7 +708,8 @@ class TrackedState(TrackedDict):
         assert self._recording is not None
         recording = self._recording
         events, renewed = recording.pending()
-        return events, lambda version, stream_id: recording.committed(version, stream_id, renewed)
+        taken = len(recording.ops)
+        return events, lambda version, stream_id: recording.committed(version, stream_id, renewed, taken)
 
     @property
     def base(self) -> tuple[int, int | None]:
@@ -717,10 +719,12 @@ class TrackedState(TrackedDict):
 
 
 def save_tracked(core: Core, task_id: str, state: TrackedState, usage_of: UsageOf, tool_rows: Any,
-                 **options: Any) -> Checkpoint:
-    """Commit what `state` recorded as the next version of `task_id` (CheckpointStore.save of a tracked
-    state): through the transaction path, refused unless the head is still the one it applies to."""
+                 **options: Any) -> Callable[[], Checkpoint]:
+    """What commits the edits `state` recorded so far as the next version of `task_id` (CheckpointStore.save
+    of a tracked state): through the transaction path, refused unless the head is still the one they apply
+    to. The edits are taken now; ones recorded later stay recorded for the next save."""
     check_options(**options)
     events, committed = state.pending()
-    return commit(core, task_id, redoable(core, events), True, usage_of, checked=True, tool_rows=tool_rows,
-                  expected_head=state.base, committed=committed, **options)
+    base = state.base
+    return lambda: commit(core, task_id, redoable(core, events), True, usage_of, checked=True, tool_rows=tool_rows,
+                          expected_head=base, committed=committed, **options)

@@ -185,6 +185,54 @@ def test_checkout_saves_exactly_the_edits(store_target: str) -> None:
                                         (3, "set", "$.scratch.k1")]
 
 
+def test_a_save_stores_the_state_as_it_was_when_called(store_target: str) -> None:
+    """save() takes the state when called: edits other coroutines make while the commit waits for the
+    worker thread are not in that version; a tracked state's later edits stay recorded for its next save."""
+
+    async def main() -> None:
+        async with aio.open(store_target) as store:
+            for tracked in (False, True):
+                name = f"s{tracked}"
+                await store.save(name, {"messages": ["m0"], "scratch": {"k": 0}})
+                state = await store.checkout(name) if tracked else {"messages": ["m0"], "scratch": {"k": 0}}
+                state["messages"].append("m1")
+                state["scratch"]["k"] = 1
+                saving = asyncio.ensure_future(store.save(name, state))
+                await asyncio.sleep(0)  # save() ran up to handing the commit to the worker thread
+                state["messages"].append("late")
+                state["scratch"]["k"] = 2
+                state["new"] = True
+                assert (await saving).version == 2
+                assert await store.state(name) == {"messages": ["m0", "m1"], "scratch": {"k": 1}}
+                if tracked:  # the late edits were recorded, and the next save commits exactly them
+                    assert (await store.save(name, state)).version == 3
+                    assert await store.state(name) == {"messages": ["m0", "m1", "late"], "scratch": {"k": 2},
+                                                       "new": True}
+
+    run(main())
+
+
+def test_prepare_save_takes_the_state_now(store_target: str) -> None:
+    """CheckpointStore.prepare_save() reads the state (or a tracked state's edits) when called; edits made
+    before its commit function runs are not in the version, and a tracked state keeps them for later."""
+    with eventckpt.open(store_target) as store:
+        plain, tracked = store.stream("p"), store.stream("t")
+        state = {"messages": [{"n": 0}], "scratch": {"k": 0}}
+        plain.save(state)
+        tracked.save(state)
+        live = tracked.checkout()
+        for values, stream in ((state, plain), (live, tracked)):
+            values["messages"].append({"n": 1})
+            commit = stream.prepare_save(values)
+            values["messages"][0]["n"] = 9
+            values["messages"].append({"n": 2})
+            values["scratch"]["k"] = 5
+            assert commit().version == 2
+            assert stream.state() == {"messages": [{"n": 0}, {"n": 1}], "scratch": {"k": 0}}
+        assert tracked.save(live).version == 3
+        assert tracked.state() == {"messages": [{"n": 9}, {"n": 1}, {"n": 2}], "scratch": {"k": 5}}
+
+
 def test_load_into_and_expire(store_target: str) -> None:
     """load_into restores an object in place; expire removes old checkpoints, async."""
 
