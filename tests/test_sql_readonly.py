@@ -183,3 +183,18 @@ def test_store_sql_refuses_writes(demo: Path) -> None:
         with pytest.raises(eventckpt.InvalidArgumentError):
             store.sql(3)  # type: ignore[arg-type]
         assert store.stream("demo").save({"after": True}).version == 11
+
+
+def test_one_statement_at_a_time(demo: Path) -> None:
+    """Two statements are refused before either runs (as on PostgreSQL), with one clear line; they were run
+    and printed under the first one's column names. Comments and semicolons after one statement are fine."""
+    two = "SELECT stream AS s FROM stream_heads; SELECT version, input_tokens FROM checkpoints"
+    with eventckpt.open(demo, create=False) as store:
+        with pytest.raises(eventckpt.InvalidArgumentError, match="one statement at a time"):
+            store.sql(two)
+        with pytest.raises(eventckpt.InvalidArgumentError, match="one statement at a time"):
+            store.sql("SELECT 1;; SELECT 2")
+        assert store.sql("SELECT 1 AS one; -- a note") == (["one"], [(1,)])
+        assert store.sql("SELECT ';SELECT 2' AS t; /* done */ ;") == (["t"], [(";SELECT 2",)])
+    done = sql_here(demo.parent, two)
+    assert done.exit_code != 0 and done.stderr.count("\n") == 1 and "one statement at a time" in done.stderr

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import apsw
+import apsw.ext
 
 from ... import errors
 from ...paths import child_ranges
@@ -17,6 +19,7 @@ from .engine import Engine
 
 # The partial index events_reshaping is used only by queries that repeat its WHERE clause verbatim.
 RESHAPING = "(e.op = 'delete' OR e.op = 'truncate' OR e.op = 'extend' OR (e.op = 'set' AND substr(e.value, 1, 1) = '['))"
+_NOTHING_MORE = re.compile(r"(?:\s|;|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))*", re.DOTALL)  # after a statement
 _DIRECT_GROUP_LIMIT = 500  # versions in a range below which grouping its events beats seeking every path
 
 _LOG_ROW = "v.stream_id, v.version, v.created_at, v.name, v.auto, v.metadata, v.usage"
@@ -430,6 +433,13 @@ class Queries(Engine):
         cursor = self.conn.cursor()
         self.conn.authorizer = authorize
         try:
+            # one statement, as on PostgreSQL: SQLite would run them all and name only the first's columns.
+            # Each is prepared (not run) first, so a write among them is refused as a write.
+            rest, statements = apsw.ext.query_info(self.conn, sql, args).query_remaining, 1
+            while rest is not None and not _NOTHING_MORE.fullmatch(rest):
+                rest, statements = apsw.ext.query_info(self.conn, rest).query_remaining, statements + 1
+            if statements > 1:
+                raise errors.InvalidArgumentError("sql", sql, "one statement at a time (another follows the first ';')")
             cursor.execute(sql, args)
             try:
                 columns = [d[0] for d in cursor.get_description()]
