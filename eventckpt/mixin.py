@@ -247,13 +247,18 @@ def capture(obj: Any) -> Any:
     return obj._checkpoint_state() if isinstance(obj, Checkpointable) else obj
 
 
+def check_restorable(obj: Any) -> None:
+    """InvalidArgumentError unless `restore` can put a state into `obj` in place."""
+    if not isinstance(obj, (Checkpointable, MutableMapping)):
+        raise InvalidArgumentError("obj", obj, "only a Checkpointable or a mutable mapping can be restored in place")
+
+
 def restore(obj: Any, state: dict[str, Any], migrations: Migrations | None = None) -> None:
     """Put `state` (owned by the caller, e.g. a fresh restore) into `obj` in place: a Checkpointable
     loads it; a mutable mapping is cleared and updated."""
+    check_restorable(obj)
     if isinstance(obj, Checkpointable):
         obj._load_owned(state, migrations)
-    elif isinstance(obj, MutableMapping):
+    else:
         obj.clear()
         obj.update(state)
-    else:
-        raise InvalidArgumentError("obj", obj, "only a Checkpointable or a mutable mapping can be restored in place")

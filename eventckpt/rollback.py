@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import ops
 from .errors import RollbackError
-from .mixin import Migrations
+from .mixin import Migrations, check_restorable
 from .states import state_dict
 from .tracked import TrackedState
 
@@ -32,6 +32,8 @@ def rollback_on_error(stream: CheckpointStore, obj: Any, *, name: str | None = N
     A tracked state of this stream (`stream.checkout()`) that the block did not save is restored by
     dropping the edits it recorded (`refresh()`): the next save writes only what comes after."""
     tracked = isinstance(obj, TrackedState) and obj.belongs_to(stream)
+    if not tracked:  # before anything is saved: a block that fails must find obj restorable
+        check_restorable(obj)
     state = obj.plain() if tracked else state_dict(obj)
     version = stream.version
     if version == 0 or ops.diff(stream.state(version), state):

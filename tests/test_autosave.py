@@ -131,6 +131,23 @@ def test_failed_restore_raises_rollback_error(store: eventckpt.Store) -> None:
     assert isinstance(info.value.__cause__, eventckpt.StoreClosedError)
 
 
+def test_an_object_that_cannot_be_restored_is_refused_before_anything_is_saved(store: eventckpt.Store) -> None:
+    """A dataclass (saved, but not restorable in place) is refused with InvalidArgumentError on entry, before
+    a version is written and before the block runs; it used to be saved and then fail to roll back."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class AgentState:
+        step: int = 0
+
+    stream = store.stream("t")
+    ran = []
+    with pytest.raises(eventckpt.InvalidArgumentError, match="restored in place"):
+        with stream.rollback_on_error(AgentState()):
+            ran.append(True)
+    assert not ran and not stream.exists()
+
+
 def test_decorator_saves_every_n_calls_as_auto(store: eventckpt.Store) -> None:
     """@checkpoint(stream, every=5) saves the first argument after calls 5, 10, 15, 20, marked auto."""
     stream = store.stream("agent")
