@@ -72,6 +72,11 @@ class Context:
             self.stream = task
         else:
             self.stream = (store or open_store(":memory:")).stream(task)
+        if state is None and token_usage is None and self.stream.version:
+            # a stream with history goes on from its head: a first snapshot of an empty Context would
+            # silently drop every key and counter the stream holds
+            head = self.stream.latest
+            state, token_usage = (head.values, head.token_usage) if head is not None else (None, None)
         self.state = ContextState(copy_value(dict(state or {})))
         self._usage: dict[str, int | float] = dict(check_usage(token_usage) or {})
 

@@ -61,3 +61,19 @@ def test_bad_input() -> None:
         Context.restore({"values": {}})  # type: ignore[arg-type]
     ctx.state.delete("missing")
     assert len(ctx.state) == 0 and "Context(task_id='t'" in repr(ctx)
+
+
+def test_a_context_on_a_stream_with_history_goes_on_from_its_head(store: eventckpt.Store) -> None:
+    """Context(stream) of a stream that has versions starts from the head's state and counters, so its first
+    snapshot drops nothing; given state= (or token_usage=), it starts from that instead."""
+    first = Context("t", store)
+    first.state["plan"] = ["a"]
+    first.add_tokens({"input_tokens": 10})
+    first.snapshot()
+    again = Context(store.stream("t"))
+    assert dict(again.state) == {"plan": ["a"]} and again.token_usage == {"input_tokens": 10}
+    again.state["done"] = True
+    assert again.snapshot().values == {"plan": ["a"], "done": True}
+    assert store.stream("t").get(2).token_usage == {"input_tokens": 10}
+    fresh = Context("t", store, state={})
+    assert dict(fresh.state) == {} and fresh.token_usage == {}
