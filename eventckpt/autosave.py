@@ -25,8 +25,8 @@ def checkpoint(target: CheckpointStore | Store, key: str | None = None, every: i
     """Decorator: after every `every`-th call that returns, save the call's first argument (a
     Checkpointable, a mapping, a dataclass) as an automatic checkpoint.
 
-    `target` is a stream, or a Store with `key` naming the stream (default: the function's qualified
-    name). Works on sync and async functions; a call that raises is not counted and saves nothing. On an
+    `target` is a stream, or a Store with `key` naming the stream (default: the function's module and
+    qualified name). Works on sync and async functions; a call that raises is not counted and saves nothing. On an
     async function the save runs on the event loop thread, so the saved state is the object as the call
     left it (a short SQLite commit, not a thread hop during which other coroutines could change it).
     """
