@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import psycopg
@@ -213,23 +213,36 @@ class Engine:
     def _transaction(self, *, read_only: bool = False) -> Iterator[None]:
         """A psycopg transaction (a savepoint when one is open), with driver errors translated. A
         connection lost inside it means the server rolled it back; lost at COMMIT, nobody knows."""
-        conn = self.conn
-        outermost = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        if outermost:
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if read_only else None
-            conn.read_only = True if read_only else None
+        outermost = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         self._depth += 1
         body_done = False
         try:
-            with conn.transaction():
+            with ExitStack() as stack:
+                self._begin(stack, outermost, read_only)
                 yield
                 body_done = True
         except psycopg.Error as exc:
             raise translate(exc, self.path, committed=None if body_done and outermost else False) from None
         finally:
             self._depth -= 1
-            if self._depth == 0 and (conn.closed or conn.broken):
+            if self._depth == 0 and (self.conn.closed or self.conn.broken):
                 self.reconnect()  # the next call gets a working connection
+
+    def _begin(self, stack: ExitStack, outermost: bool, read_only: bool) -> None:
+        """Enter a psycopg transaction on `stack`. A connection found dropped at BEGIN of an outermost
+        transaction (the server restarted since it was last used) is replaced and BEGIN sent again:
+        nothing of the transaction has run yet, so this is safe for writes too."""
+        for again in (False, True):
+            conn = self.conn
+            if outermost:
+                conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if read_only else None
+                conn.read_only = True if read_only else None
+            try:
+                stack.enter_context(conn.transaction())
+                return
+            except psycopg.Error as exc:
+                if again or not outermost or not lost(exc) or not self.reconnect():
+                    raise
 
     @contextmanager
     def write(self) -> Iterator[None]:
