@@ -278,12 +278,11 @@ class Codec:
                 exc.path.append("value")
                 raise
         if t is dt.datetime:
-            key = zone_name(v.tzinfo)
-            return {"$datetime": [v.isoformat(), key]} if key else {"$datetime": v.isoformat()}
+            return {"$datetime": stored_clock(v)}
         if t is dt.date:
             return {"$date": v.isoformat()}
         if t is dt.time:
-            return {"$time": v.isoformat()}
+            return {"$time": stored_clock(v)}
         if t is dt.timedelta:
             return {"$timedelta": [v.days, v.seconds, v.microseconds]}
         if t is uuid.UUID:
@@ -362,15 +361,11 @@ class Codec:
             if tag == "$dict":
                 return {self.untag(k): self.untag(v) for k, v in body}
             if tag == "$datetime":
-                if type(body) is list:
-                    import zoneinfo
-
-                    return dt.datetime.fromisoformat(body[0]).replace(tzinfo=zoneinfo.ZoneInfo(body[1]))
-                return dt.datetime.fromisoformat(body)
+                return dt.datetime.fromisoformat(body) if type(body) is str else _from_clock(dt.datetime, body)
             if tag == "$date":
                 return dt.date.fromisoformat(body)
             if tag == "$time":
-                return dt.time.fromisoformat(body)
+                return dt.time.fromisoformat(body) if type(body) is str else _from_clock(dt.time, body)
             if tag == "$timedelta":
                 return dt.timedelta(days=body[0], seconds=body[1], microseconds=body[2])
             if tag == "$uuid":
@@ -428,6 +423,40 @@ def _field_names(cls: type) -> list[str]:
     if dataclasses.is_dataclass(cls):
         return [f.name for f in dataclasses.fields(cls)]
     return [a.name for a in attrs.fields(cls)]
+
+
+def stored_clock(v: dt.datetime | dt.time) -> Any:
+    """A datetime's or time's stored form: its ISO text alone (with its offset, if any), or with the name of
+    its zoneinfo zone, `[text, zone]`, and with its fold when that is 1, `[text, zone or None, 1]`.
+
+    The text alone loses both: a ZoneInfo is more than its offset (the zone's rules go on after it), and
+    `fold` picks which of a repeated wall clock hour's two instants is meant (a naive one when it is read
+    as local time, too); a time's ISO text has no offset at all for a ZoneInfo (it has no date to find one).
+    Values without either keep the plain text older versions wrote."""
+    key = zone_name(v.tzinfo)
+    if v.fold:
+        return [v.isoformat(), key, 1]
+    return [v.isoformat(), key] if key else v.isoformat()
+
+
+def _from_clock(cls: type[Any], body: list[Any]) -> Any:
+    """The datetime or time stored as `[text, zone]` or `[text, zone or None, fold]` (see `stored_clock`)."""
+    text, key, *rest = body
+    value = cls.fromisoformat(text)
+    if key is None:
+        return value.replace(fold=rest[0]) if rest else value
+    import zoneinfo
+
+    local = value.replace(tzinfo=zoneinfo.ZoneInfo(key))
+    if rest:
+        return local.replace(fold=rest[0])
+    # Written before the fold was kept: the offset in the text still tells which of the repeated hour's
+    # two instants it was (fold 0 is the earlier one).
+    if value.utcoffset() is not None and local.utcoffset() != value.utcoffset():
+        later = local.replace(fold=1)
+        if later.utcoffset() == value.utcoffset():
+            return later
+    return local
 
 
 def zone_name(tz: dt.tzinfo | None) -> str | None:

@@ -19,7 +19,7 @@ from math import copysign
 from operator import attrgetter, not_
 from typing import Any, NamedTuple
 
-from .codec import stored_fields, zone_name
+from .codec import stored_clock, stored_fields, zone_name
 from .errors import PathError
 from .paths import Path, addressable
 
@@ -38,6 +38,7 @@ _NESTED = _DICT | _SEQUENCES
 _EXACT_BY_EQUALITY = frozenset({str, int, bool, type(None), dict, list, tuple})
 _ZONE = attrgetter("tzinfo")
 _ZONE_AND_FOLD = attrgetter("tzinfo", "fold")
+_FOLD = attrgetter("fold")
 
 # Beyond these, rewriting the whole list is smaller than describing the edit.
 _MAX_FRONT_DROP = 64
@@ -56,7 +57,7 @@ class Event(NamedTuple):
 def same(a: Any, b: Any) -> bool:
     """Equal and stored the same: exact types all the way down (1, 1.0 and True are different values to a
     checkpoint), and what `==` does not look at too (a float zero's sign, a decimal's exponent, a time's
-    zone, the fields an object's `==` leaves out, the types of a set's members and of a dict's keys).
+    zone and fold, the fields an object's `==` leaves out, the types of a set's members and of a dict's keys).
 
     Dicts are compared key by key: the order of their keys is not a value (see `edited_order`). Lists
     are compared with `==` plus `_same_types`, at C speed: a long conversation stays cheap to diff.
@@ -83,7 +84,19 @@ def same(a: Any, b: Any) -> bool:
         if t is float:  # 0.0 -> -0.0 is a change
             return a != 0.0 or copysign(1.0, a) == copysign(1.0, b)
         return t in _EXACT_BY_EQUALITY or _equal_values_same(t, [a], [b])
-    return t is float and a != a and b != b  # NaN (when allowed) is unchanged NaN
+    return _unequal_same(t, a, b)
+
+
+def _unequal_same(t: type, a: Any, b: Any) -> bool:
+    """Whether two values of type `t` that are not `==` are stored the same all the same. Only reached
+    when `==` says no, so what it costs is paid by values that changed (or by these few cases)."""
+    if t is float:
+        return a != a and b != b  # NaN (when allowed) is unchanged NaN
+    if t is dt.datetime or t is dt.time:
+        # Two ZoneInfo objects of one zone (ZoneInfo.no_cache) make == compare instants, and an instant in
+        # a repeated or skipped hour is then equal to nothing (PEP 495), not even the same wall clock
+        return stored_clock(a) == stored_clock(b)
+    return False
 
 
 def _equal_values_same(t: type, head: list[Any], caller: list[Any]) -> bool:
@@ -91,9 +104,11 @@ def _equal_values_same(t: type, head: list[Any], caller: list[Any]) -> bool:
     compared where they are met) are also stored the same, checked at C speed per type where it can be."""
     if t is Decimal:  # 1.0 -> 1.00 and 0 -> -0 are changes: compare_total is 0 only for the same digits
         return not any(map(Decimal.compare_total, head, caller))
-    if t is dt.datetime or t is dt.time:  # the same instant in another zone is a change
+    if t is dt.datetime or t is dt.time:  # the same instant in another zone is a change, so is another fold
         if list(map(_ZONE_AND_FOLD, head)) == list(map(_ZONE_AND_FOLD, caller)):
             return True  # with ==, the same wall clock: the same ISO text
+        if list(map(_FOLD, head)) != list(map(_FOLD, caller)):  # == leaves fold out within one zone
+            return False
         if list(map(t.utcoffset, head)) != list(map(t.utcoffset, caller)):
             return False
         zones_h, zones_c = list(map(_ZONE, head)), list(map(_ZONE, caller))

@@ -122,8 +122,8 @@ def canonical(value: Any) -> tuple[str, Any]:
         return (t.__name__, tuple(map(canonical, value)))
     if t is set or t is frozenset:
         return (t.__name__, tuple(sorted(map(canonical, value))))
-    if t is dt.datetime or t is dt.time:  # fold is a wall clock's choice of offset: the offset is what counts
-        return (t.__name__, repr((value.replace(fold=0), value.utcoffset())))
+    if t is dt.datetime or t is dt.time:  # the repr shows the zone and a fold of 1; the offset it implies too
+        return (t.__name__, repr((value, value.utcoffset())))
     return (f"{t.__module__}.{t.__qualname__}", repr(value))
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import apsw
 import attrs
+import orjson
 import pytest
 
 import eventckpt
@@ -53,6 +54,8 @@ class Frozen:
     where: Point
 
 
+NEW_YORK = zoneinfo.ZoneInfo("America/New_York")
+
 EXACT = {
     "null": None,
     "bools": [True, False],
@@ -66,8 +69,15 @@ EXACT = {
     "datetime_offset": dt.datetime(2026, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30))),
     "datetime_zone": dt.datetime(2026, 7, 1, 12, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")),
     "datetime_naive": dt.datetime(2026, 1, 1, 0, 0),
+    "datetime_zone_repeated_hour": dt.datetime(2024, 11, 3, 1, 30, tzinfo=NEW_YORK, fold=1),  # -05:00, not -04:00
+    "datetime_zone_skipped_hour": dt.datetime(2024, 3, 10, 2, 30, tzinfo=NEW_YORK, fold=1),
+    "datetime_naive_fold": dt.datetime(2024, 11, 3, 1, 30, fold=1),
     "date": dt.date(2026, 2, 28),
     "time": dt.time(23, 59, 59, 999),
+    "time_offset": dt.time(23, 59, tzinfo=dt.timezone(dt.timedelta(hours=-3))),
+    "time_zone": dt.time(1, 2, tzinfo=NEW_YORK),
+    "time_fold": dt.time(1, 30, fold=1),
+    "time_zone_fold": dt.time(1, 30, tzinfo=NEW_YORK, fold=1),
     "timedelta": dt.timedelta(days=-2, seconds=5, microseconds=7),
     "uuid": uuid.UUID("12345678-1234-5678-1234-567812345678"),
     "decimal": Decimal("3.14159265358979323846264338327950288"),
@@ -101,6 +111,27 @@ def test_round_trip_after_reopen_with_registered_types(store_target: str) -> Non
         got = store.stream("t").state()
     for key, value in EXACT.items():
         assert strict_equal(got[key], value), key
+
+
+@pytest.mark.parametrize("text, offset, fold", [
+    ('["2024-11-03T01:30:00-04:00", "America/New_York"]', -4, 0),
+    ('["2024-11-03T01:30:00-05:00", "America/New_York"]', -5, 1),
+    ('["2024-07-01T12:00:00-04:00", "America/New_York"]', -4, 0),
+    ('"2024-11-03T01:30:00-05:00"', -5, 0),
+])
+def test_datetimes_older_versions_wrote_restore_as_the_instant_they_were(store_target: str, text: str, offset: int,
+                                                                         fold: int) -> None:
+    """A zoneinfo datetime stored without its fold (as older versions wrote it) restores as the instant its
+    offset says: in the repeated hour, the offset tells which of the two it was."""
+    with eventckpt.open(store_target) as store:
+        store.stream("t").save({"x": 1})
+    with RawSQL(store_target) as raw:
+        raw.execute("UPDATE events SET value = ? WHERE path = '$.x'", ('{"$datetime": %s}' % text,))
+    with eventckpt.open(store_target) as store:
+        value = store.stream("t").state()["x"]
+    assert value.utcoffset() == dt.timedelta(hours=offset) and value.fold == fold
+    stored = orjson.loads(text)
+    assert value.isoformat() == (stored[0] if type(stored) is list else stored)
 
 
 def test_unregistered_classes_decode_as_data(store_target: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import os
+import zoneinfo
 from decimal import Decimal
 from typing import Any
 
@@ -24,9 +25,11 @@ from .engines import TARGETS
 KEYS = st.sampled_from(["a", "b", "msgs", "n", "x.y", "$d", "with space", "k"])
 NESTED_KEYS = st.text(alphabet="ab$.[ \"é", min_size=0, max_size=3)
 NOON = dt.datetime(2024, 1, 1, 12, tzinfo=dt.timezone.utc)
+REPEATED_HOUR = dt.datetime(2024, 11, 3, 1, 30, tzinfo=zoneinfo.ZoneInfo("America/New_York"))  # fold 0 and 1: two instants
 # Values equal by == but stored differently: replacing one by another is a change save() must see.
 LOOKALIKE_VALUES = [0, 1, 0.0, -0.0, 1.0, True, False, Decimal("0"), Decimal("-0"), Decimal("1.0"), Decimal("1.00"),
-                    NOON, NOON.astimezone(dt.timezone(dt.timedelta(hours=1)))]
+                    NOON, NOON.astimezone(dt.timezone(dt.timedelta(hours=1))), NOON.replace(fold=1),
+                    REPEATED_HOUR, REPEATED_HOUR.replace(fold=1)]
 LOOKALIKES = st.sampled_from(LOOKALIKE_VALUES)
 LEAVES = st.one_of(
     st.none(),

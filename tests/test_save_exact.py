@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as dt
+import zoneinfo
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +21,7 @@ from .conftest import RawSQL, strict_equal
 UTC = dt.timezone.utc
 PLUS_ONE = dt.timezone(dt.timedelta(hours=1))
 NOON = dt.datetime(2024, 1, 1, 12, tzinfo=UTC)
+NEW_YORK = zoneinfo.ZoneInfo("America/New_York")
 
 
 @dataclasses.dataclass
@@ -35,6 +37,12 @@ LOOKALIKE_CHANGES = {
     "decimal zero's sign": (Decimal("0"), Decimal("-0")),
     "datetime zone": (NOON, NOON.astimezone(PLUS_ONE)),
     "time zone": (dt.time(12, tzinfo=UTC), dt.time(13, tzinfo=PLUS_ONE)),
+    "datetime fold, zoneinfo's repeated hour": (dt.datetime(2024, 11, 3, 1, 30, tzinfo=NEW_YORK),
+                                                dt.datetime(2024, 11, 3, 1, 30, tzinfo=NEW_YORK, fold=1)),
+    "datetime fold, naive": (dt.datetime(2024, 11, 3, 1, 30), dt.datetime(2024, 11, 3, 1, 30, fold=1)),
+    "datetime fold, fixed zone": (NOON, NOON.replace(fold=1)),
+    "time fold": (dt.time(1, 30), dt.time(1, 30, fold=1)),
+    "time zone, zoneinfo": (dt.time(1, 30, tzinfo=NEW_YORK), dt.time(1, 30, tzinfo=zoneinfo.ZoneInfo("Europe/Paris"))),
     "set member type": ({1, 2}, {1.0, 2}),
     "frozenset member type": (frozenset({1}), frozenset({True})),
     "frozenset member inside": (frozenset({(1, "a")}), frozenset({(1.0, "a")})),
@@ -88,19 +96,21 @@ def test_a_lookalike_inside_a_long_conversation_is_an_edit_of_that_item(store: e
 
 def test_equal_values_saved_again_cost_nothing(store: eventckpt.Store, store_target: str) -> None:
     """Saving fresh copies of values that are stored the same (sets built in another order, equal
-    datetimes, decimals, objects, dicts with number keys, zeros, a datetime's fold in a fixed zone) stores
-    no event."""
+    datetimes, decimals, objects, dicts with number keys, zeros, a repeated hour's datetime in another
+    ZoneInfo object of its zone) stores no event."""
     def state() -> dict[str, Any]:
         values = [0.0, -0.0, Decimal("1.10"), Decimal("-0"), NOON, NOON.astimezone(PLUS_ONE), dt.time(1, tzinfo=UTC),
                   {3, 1.5, True}, frozenset({(1, 2.0), "a"}), {1: "a", 2.0: "b"}, Note(1.0, score=0.0), (0.0, -0.0)]
         return {"top": values, "d": {f"k{i}": v for i, v in enumerate(values)},
+                "late": dt.datetime(2024, 11, 3, 1, 30, tzinfo=NEW_YORK, fold=1),  # == to nothing in another zone
                 "messages": [{"role": "user", "v": v, "i": i} for i, v in enumerate(values * 20)]}
 
     task = store.stream("task-1")
     task.save(state())
     again = state()
     again["top"][7] = {True, 1.5, 3}
-    again["d"]["k4"] = NOON.replace(fold=1)
+    again["d"]["k4"] = dt.datetime(2024, 1, 1, 12, tzinfo=UTC)
+    again["late"] = dt.datetime(2024, 11, 3, 1, 30, tzinfo=zoneinfo.ZoneInfo.no_cache("America/New_York"), fold=1)
     task.save(again)
     task.save(copy.deepcopy(again))
     assert task.version == 3
