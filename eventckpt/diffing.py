@@ -77,7 +77,7 @@ class Change:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Change):
             return NotImplemented
-        return (self.kind, self.path) == (other.kind, other.path) and equal(self.old, other.old) and equal(self.new, other.new)
+        return (self.kind, self.path) == (other.kind, other.path) and same(self.old, other.old) and same(self.new, other.new)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -523,21 +523,8 @@ def _compare(path: Path, old: Any, new: Any, out: list[Change]) -> None:
     elif type(old) is list and type(new) is list:
         for i in range(max(len(old), len(new))):
             _compare(path + (i,), old[i] if i < len(old) else MISSING, new[i] if i < len(new) else MISSING, out)
-    elif not equal(old, new):
+    elif not same(old, new):  # exact, and NaN equals NaN (ops.same)
         out.append(Change(CHANGED, path, old, new))
-
-
-def equal(a: Any, b: Any) -> bool:
-    """Equal and stored the same (`ops.same`: 1, 1.0 and True differ, so do 0.0 and -0.0, Decimal 1.0 and
-    1.00, the same instant in two zones), and NaN equals NaN wherever it is."""
-    if same(a, b):
-        return True
-    t = type(a)
-    if t is not type(b) or not (t is dict or t is list or t is tuple):
-        return False
-    if t is dict:  # same() said no: a NaN deep inside may be why
-        return all(type(k) is str for k in a) and a.keys() == b.keys() and all(equal(v, b[k]) for k, v in a.items())
-    return len(a) == len(b) and all(map(equal, a, b))
 
 
 _TAGGED = '{"$'  # in a value's JSON text: it holds a tagged form

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from itertools import chain, compress, islice
 from math import copysign
-from operator import attrgetter, not_
+from operator import attrgetter, ne, not_
 from typing import Any, NamedTuple
 
 from .codec import stored_clock, stored_fields, zone_name
@@ -26,6 +26,7 @@ from .paths import Path, addressable
 SET, DELETE, APPEND, EXTEND, INCR, TRUNCATE = "set", "delete", "append", "extend", "incr", "truncate"
 OPS = (SET, DELETE, APPEND, EXTEND, INCR, TRUNCATE)
 _MISSING: Any = object()
+_NAN: Any = object()  # stands for every NaN in `_nan_free`
 
 # Item types whose instances are == to no other type the codec decodes into (unlike int, float and bool).
 _EQUAL_ONLY_TO_ITSELF = frozenset({dict, list, str, tuple, type(None)})
@@ -73,13 +74,17 @@ def same(a: Any, b: Any) -> bool:
         text_keys = True
         for key, value in a.items():
             other = b.get(key, _MISSING)
-            if other is _MISSING or not same(value, other):
+            if other is _MISSING:  # a NaN key finds no other NaN: only a key that is not text can be one
+                return type(key) is not str and _same_dicts_apart(a, b)
+            if not same(value, other):
                 return False
             if type(key) is not str:
                 text_keys = False
         return text_keys or _same_members(a.keys(), b.keys())  # a key 1 found by 1.0 is a change
     if t is list or t is tuple:
-        return len(a) == len(b) and a == b and _same_types(a, b)
+        if len(a) != len(b):
+            return False
+        return _same_types(a, b) if a == b else _same_items_apart(a, b)
     if a == b:
         if t is float:  # 0.0 -> -0.0 is a change
             return a != 0.0 or copysign(1.0, a) == copysign(1.0, b)
@@ -91,12 +96,83 @@ def _unequal_same(t: type, a: Any, b: Any) -> bool:
     """Whether two values of type `t` that are not `==` are stored the same all the same. Only reached
     when `==` says no, so what it costs is paid by values that changed (or by these few cases)."""
     if t is float:
-        return a != a and b != b  # NaN (when allowed) is unchanged NaN
+        return a != a and b != b  # NaN (when allowed) is unchanged NaN: every NaN is stored as "nan"
     if t is dt.datetime or t is dt.time:
         # Two ZoneInfo objects of one zone (ZoneInfo.no_cache) make == compare instants, and an instant in
         # a repeated or skipped hour is then equal to nothing (PEP 495), not even the same wall clock
         return stored_clock(a) == stored_clock(b)
-    return False
+    if t is set or t is frozenset:  # a NaN member is == to no other NaN
+        if len(a) != len(b):
+            return False
+        pairs = _partners(a, b)
+        return pairs is not None and all(same(x, y) for x, y in pairs)
+    if t is Decimal:  # a Decimal NaN is stored as its text
+        return a.is_nan() and b.is_nan() and str(a) == str(b)
+    fields = stored_fields(t)  # a NaN field, or an `==` that looks at less than the fields (eq=False)
+    return fields is not None and same(fields(a), fields(b))
+
+
+def _same_items_apart(a: list[Any] | tuple[Any, ...], b: list[Any] | tuple[Any, ...]) -> bool:
+    """Two lists (or tuples) of one length that are not `==`: whether each pair of items `==` calls unequal
+    is stored the same all the same (a NaN somewhere in it), and the other pairs are of the same types.
+    Finding the unequal pairs is one C-speed pass; a real change stops at its first pair."""
+    unequal = list(map(ne, a, b))
+    if not all(map(same, compress(a, unequal), compress(b, unequal))):
+        return False
+    alike = list(map(not_, unequal))
+    return _same_types(list(compress(a, alike)), list(compress(b, alike)))
+
+
+def _same_dicts_apart(a: dict[Any, Any], b: dict[Any, Any]) -> bool:
+    """Two dicts of one size, a key of `a` not found in `b`: whether each key still has a partner stored the
+    same (a NaN key is == to no other NaN), holding a value stored the same."""
+    pairs = _partners(a, b)
+    return pairs is not None and all(same(x, y) and same(a[x], b[y]) for x, y in pairs)
+
+
+def _partners(a: Any, b: Any) -> list[tuple[Any, Any]] | None:
+    """Each member of `a` (a set, or a dict's keys) paired with the member of `b` stored like it: the one
+    `==` to it, else one equal to it but for its NaNs (found under the key `_nan_free` gives both; `same`
+    decides); None when a member has no partner."""
+    found = {y: y for y in b}
+    rest: dict[Any, list[Any]] = {}
+    for y in b:
+        if y not in a:
+            rest.setdefault(_nan_free(y), []).append(y)
+    pairs = []
+    for x in a:
+        y = found.get(x, _MISSING)
+        if y is _MISSING:
+            group = rest.get(_nan_free(x), [])
+            i = next((i for i, y in enumerate(group) if same(x, y)), None)
+            if i is None:
+                return None
+            y = group.pop(i)
+        pairs.append((x, y))
+    return pairs
+
+
+def _nan_free(x: Any) -> Any:
+    """`x` with every NaN in it (inside tuples, frozensets and objects too) replaced by one marker: a hashable
+    key under which values stored the same find each other, though NaN is == to nothing, not even itself."""
+    t = type(x)
+    if t is float:
+        return x if x == x else _NAN
+    if t is Decimal:
+        return _NAN if x.is_nan() else x
+    if t is tuple:
+        return tuple(map(_nan_free, x))
+    if t is frozenset:
+        return frozenset(map(_nan_free, x))
+    fields = stored_fields(t)
+    if fields is None:
+        return x
+    key = (t, _nan_free(fields(x)))
+    try:
+        hash(key)
+    except TypeError:  # an object hashed by its own __hash__, over fields that are not: its type will do
+        return t
+    return key
 
 
 def _equal_values_same(t: type, head: list[Any], caller: list[Any]) -> bool:
@@ -182,13 +258,11 @@ def edited_order(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 def _diff_list(old: list[Any], new: list[Any], path: Path, out: list[Event]) -> None:
     lo, ln = len(old), len(new)
     if ln > lo:
-        prefix = new[:lo]
-        if prefix == old and _same_types(old, prefix):
+        if same(old, new[:lo]):  # (same: a NaN in an item is no change)
             _grow(new[lo:], path, out)
             return
     if ln < lo:
-        prefix = old[:ln]
-        if prefix == new and _same_types(prefix, new):
+        if same(old[:ln], new):
             out.append(Event(TRUNCATE, path, ln))
             return
     if ln and lo:
@@ -197,7 +271,7 @@ def _diff_list(old: list[Any], new: list[Any], path: Path, out: list[Event]) -> 
             k = old.index(new[0], 1, _MAX_FRONT_DROP + 1)
         except ValueError:
             k = 0
-        if k and old[k:] == new[: lo - k] and _same_types(old[k:], new[: lo - k]):
+        if k and same(old[k:], new[: lo - k]):
             out.extend(Event(DELETE, path + (0,)) for _ in range(k))
             _grow(new[lo - k :], path, out)
             return

@@ -12,10 +12,10 @@ import orjson
 
 from .checkpoint import Checkpoint, parse_time
 from .codec import Codec, quiet_gc
-from .diffing import MISSING, descend, equal, list_length, value_at
+from .diffing import MISSING, descend, list_length, value_at
 from .errors import InvalidArgumentError, VersionNotFoundError
 from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamKey, StreamRow
-from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
+from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE, same
 from .paths import Path, addressable, from_text, normalize, to_text
 
 if TYPE_CHECKING:
@@ -243,7 +243,7 @@ def _ancestor_change(journal: Journal, codec: Codec, segments: list[Segment], pa
         return None
     now = ancestor_value(journal, codec, segments, parts, where, row)
     before = value_at(journal, codec, segments, parts, row.version - 1)
-    if before is MISSING and now is MISSING or equal(before, now):
+    if before is MISSING and now is MISSING or same(before, now):
         return None
     return (DELETE, None) if now is MISSING else (SET, now)
 

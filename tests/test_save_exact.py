@@ -139,3 +139,54 @@ def test_a_dict_whose_keys_change_keeps_the_order_it_was_given(store: eventckpt.
     with RawSQL(store_target) as raw:
         rows = raw.execute("SELECT version, op, path FROM changes WHERE stream = 'task-1' AND version > 1 ORDER BY version, seq")
     assert [tuple(r) for r in rows] == [(2, "set", "$.d.c"), (3, "set", "$.d")]
+
+
+def nan_state() -> dict[str, Any]:
+    """A state with NaNs in every place a value can hold one; each call makes new NaN objects."""
+    def nan() -> float:
+        return float("nan")
+
+    return {"x": nan(), "list": [nan(), 1], "set": {nan(), 1}, "frozenset": frozenset({(nan(), "a")}),
+            "key": {nan(): 1, 2: "b"}, "tuple": (nan(), (nan(),)), "object": Note(nan(), score=nan()),
+            "decimal": Decimal("NaN"), "deep": {"in": [{nan(): {nan()}}]},
+            "messages": [{"role": "user", "v": nan(), "i": i} for i in range(50)]}
+
+
+def test_nan_saved_again_costs_nothing_and_diff_agrees(named: dict[str, str]) -> None:
+    """With allow_nan=True, fresh NaNs where NaNs were (in a list, a set, a dict key, a tuple, an object, a
+    conversation) are no change to save() or diff(); a real change next to them is exactly that change."""
+    with eventckpt.open(named["n.db"], allow_nan=True) as store, RawSQL(named["n.db"]) as raw:
+        task = store.stream("t")
+        task.save(nan_state())
+        task.save(nan_state())
+        assert raw.one("SELECT count(*) FROM changes WHERE stream = 't' AND version = 2") == 0
+        assert list(task.diff(1, 2)) == [] and list(task.diff(2, live=nan_state())) == []
+        changed = nan_state()
+        changed["set"] = {float("nan"), 2}
+        changed["key"][2] = "c"
+        changed["messages"].append({"role": "assistant", "v": float("nan")})
+        task.save(changed)
+        rows = raw.execute("SELECT op, path FROM changes WHERE stream = 't' AND version = 3 ORDER BY seq")
+        assert sorted(tuple(r) for r in rows) == [("append", "$.messages"), ("set", "$.key"), ("set", "$.set")]
+        assert [(c.kind, c.path) for c in task.diff(2, 3)] == [("changed", ("key",)), ("added", ("messages", 50)),
+                                                               ("changed", ("set",))]
+        assert strict_equal(task.state(), changed)
+
+
+@pytest.mark.parametrize("key", sorted(nan_state()))
+def test_same_finds_nan_stored_the_same(key: str) -> None:
+    """ops.same holds NaN equal to NaN wherever it is (what the store keeps is the same), alone and inside a
+    list, and still sees a change of anything next to it."""
+    a, b = nan_state()[key], nan_state()[key]
+    assert ops.same(a, b) and ops.same([a, 1], [b, 1]) and not ops.same([a, 1], [b, 1.0])
+    assert not ops.same({"v": a, "w": 0.0}, {"v": b, "w": -0.0})
+
+
+@pytest.mark.parametrize("before, after", [
+    ({float("nan")}, {1.0}), ({float("nan"), 1}, {float("nan"), True}), ({float("nan"): 1}, {float("nan"): 2}),
+    ((float("nan"), 1), (float("nan"), 1.0)), (frozenset({(float("nan"), 1)}), frozenset({(float("nan"), 1.0)})),
+    (Decimal("NaN"), Decimal("-NaN")), (Note(float("nan"), score=1), Note(float("nan"), score=2)),
+])
+def test_same_sees_a_change_beside_a_nan(before: Any, after: Any) -> None:
+    """ops.same is False for values that hold NaN and differ in what is stored beside it."""
+    assert not ops.same(before, after) and not ops.same([before], [after])
