@@ -44,6 +44,13 @@ JSON_SCALARS = (str, int, float, bool, type(None))
 _NOT_PLAIN: Any = object()
 
 
+class PlainData:
+    """A dict or list subclass the codec stores as its plain base type: the nodes of a tracked state (any
+    other subclass of a builtin type is refused, since it would not come back as itself)."""
+
+    __slots__ = ()
+
+
 class _Unencodable(Exception):
     """Internal: carries the path (built while unwinding) and the reason to SerializationError."""
 
@@ -303,11 +310,16 @@ class Codec:
                     exc.path.append(name)
                     raise
             return {"$object": [type_name(t), fields]}
-        # Subclasses of the builtin containers and scalars (OrderedDict, defaultdict, namedtuple, str
-        # subclasses) are stored as their base type: their data survives, their class does not.
-        for base in (dict, list, tuple, str, int, float):
+        if isinstance(v, PlainData):  # a tracked state's dicts and lists: plain data to any other save
+            return self._jsonable(dict(v) if isinstance(v, dict) else list(v), depth - 1)
+        # Other subclasses of the builtin types (a namedtuple, OrderedDict, defaultdict, Counter, a str or
+        # int subclass) are refused, not stored as their base type: they would come back without their class
+        # (and a defaultdict without its factory), and a value comes back exactly or is not stored.
+        for base in (dict, list, tuple, set, frozenset, str, int, float, bytes):
             if isinstance(v, base):
-                return self._jsonable(base(v), depth - 1)
+                raise _Unencodable(f"values of type {t.__qualname__} (a subclass of {base.__name__}) cannot be "
+                                   f"stored: they would come back as a plain {base.__name__}; store "
+                                   f"{base.__name__}(value) instead", type_name(t))
         raise _Unencodable(f"values of type {t.__qualname__} cannot be stored", type_name(t))
 
     def _remember(self, cls: type) -> None:

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .checks import check_options
-from .codec import quiet_gc
+from .codec import PlainData, quiet_gc
 from .commit import Recorded, UsageOf, commit, redoable
 from .errors import InvalidArgumentError, SerializationError
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
@@ -308,8 +308,9 @@ def plain(value: Any, codec: Codec | None = None) -> Any:
     return codec.copy(value) if codec is not None else copy_module.deepcopy(value)
 
 
-class _Plain:
-    """Copies of nodes are plain data: a copy is not in the state, so it must not look as if it were."""
+class _Plain(PlainData):
+    """Copies of nodes are plain data: a copy is not in the state, so it must not look as if it were (and the
+    codec stores a node as its plain dict or list)."""
 
     __slots__ = ()
 

@@ -3,6 +3,7 @@ data never chooses code."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import enum
@@ -223,10 +224,59 @@ def test_nan_allowed_when_asked(named: dict[str, str]) -> None:
     assert state["x"] != state["x"] and state["y"] == float("inf")
 
 
-def test_subclasses_stored_as_their_base(store: eventckpt.Store) -> None:
-    """OrderedDict and other builtin subclasses are stored as their base type (data kept, class not)."""
-    store.stream("t").save({"od": OrderedDict(a=1)})
-    assert type(store.stream("t").state()["od"]) is dict
+class Tag(str):
+    pass
+
+
+class Score(int):
+    pass
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+SUBCLASSES = {
+    "namedtuple": lambda: Pair(1, 2),
+    "OrderedDict": lambda: OrderedDict(a=1),
+    "defaultdict": lambda: collections.defaultdict(list, a=[1]),
+    "Counter": lambda: collections.Counter("aab"),
+    "str subclass": lambda: Tag("x"),
+    "int subclass": lambda: Score(3),
+    "float subclass": lambda: type("Ratio", (float,), {})(0.5),
+    "list subclass": lambda: type("Items", (list,), {})([1]),
+    "set subclass": lambda: type("Members", (set,), {})({1}),
+    "dict key": lambda: {Tag("k"): 1},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SUBCLASSES))
+def test_subclasses_of_builtin_types_are_refused(store: eventckpt.Store, store_target: str, kind: str) -> None:
+    """A namedtuple, OrderedDict, defaultdict, Counter or str/int/float subclass (which would come back as
+    its base type) raises SerializationError naming where it is and its base type; nothing is written."""
+    task = store.stream("t")
+    task.save({"keep": 1})
+    before = journal_rows(store_target)
+    with pytest.raises(eventckpt.SerializationError, match="subclass of") as info:
+        task.save({"keep": 1, "bad": [SUBCLASSES[kind]()]})
+    assert info.value.path[:2] == ("bad", 0)
+    assert journal_rows(store_target) == before
+
+
+def test_enums_and_tracked_nodes_are_not_refused_subclasses(store: eventckpt.Store) -> None:
+    """Enums built on str or int, and bools, round-trip as themselves; a tracked state's dicts and lists saved
+    into another stream (or a transaction) are stored as plain dicts and lists."""
+    class Mood(str, enum.Enum):
+        HAPPY = "happy"
+
+    values = {"mood": Mood.HAPPY, "level": Level.LOW, "flags": [True, False], "keys": {Level.LOW: Mood.HAPPY}}
+    store.stream("t").save(values)
+    assert strict_equal(store.stream("t").state(), values)
+    store.stream("t").save({"messages": [{"role": "user"}], "scratch": {"k": [1]}})
+    state = store.stream("t").checkout()
+    store.stream("other").save({"copy": state["messages"], "deep": [state["scratch"]]})
+    with store.stream("other").transaction() as tx:
+        tx.set("scratch", state["scratch"])
+    got = store.stream("other").state()
+    assert strict_equal(got, {"copy": [{"role": "user"}], "deep": [{"k": [1]}], "scratch": {"k": [1]}})
 
 
 @pytest.mark.parametrize(
