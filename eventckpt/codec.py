@@ -20,6 +20,8 @@ import datetime as dt
 import enum
 import gc
 import math
+import types
+import typing
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -32,6 +34,7 @@ import attrs
 import cattrs
 import cattrs.gen
 import orjson
+from cattrs.disambiguators import create_default_dis_func
 from cattrs.preconf.orjson import make_converter as _make_orjson_converter
 
 from .errors import SerializationError
@@ -520,14 +523,63 @@ def make_converter() -> cattrs.Converter:
 
     def object_hook_factory(cls: type) -> Any:
         generated = cattrs.gen.make_dict_structure_fn(cls, conv)
+        late = _late_fields(cls)
 
         def hook(value: Any, _type: Any) -> Any:
-            return value if isinstance(value, cls) else generated(value, _type)
+            if isinstance(value, cls):
+                return value
+            obj = generated(value, _type)
+            # init=False fields get what was saved, not what a default or __post_init__ computes. Not by
+            # cattrs' own _cattrs_include_init_false: it uses setattr, which a frozen class refuses, and then
+            # drops the error.
+            for name, field_type in late:
+                if name in value:
+                    object.__setattr__(obj, name, conv.structure(value[name], field_type))
+            return obj
+
+        return hook
+
+    def union_hook_factory(union: Any) -> Any:
+        # A class saved in this process decodes into an instance already; cattrs' own union hook only
+        # tells the members apart by the keys of a dict. A value that is an instance of a member is itself.
+        members = tuple(m for m in union.__args__ if m is not type(None))
+        pick = create_default_dis_func(conv, *members)
+
+        def hook(value: Any, _type: Any) -> Any:
+            if value is None and len(members) < len(union.__args__):
+                return None
+            if type(value) in members:
+                return value
+            return conv.structure(value, pick(value))
 
         return hook
 
     conv.register_structure_hook_factory(_is_object_type, object_hook_factory)
+    conv.register_structure_hook_factory(_object_union, union_hook_factory)
     return conv
+
+
+def _late_fields(cls: type) -> list[tuple[str, Any]]:
+    """The (name, type) of each init=False field of a dataclass or attrs class."""
+    if dataclasses.is_dataclass(cls):
+        names = [f.name for f in dataclasses.fields(cls) if not f.init]
+    else:
+        names = [a.name for a in attrs.fields(cls) if not a.init]
+    if not names:
+        return []
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # an annotation that names what cannot be found from its module: take the value as it is
+        hints = {}
+    return [(name, hints.get(name, Any)) for name in names]
+
+
+def _object_union(t: Any) -> bool:
+    """A Union of dataclasses and attrs classes (and maybe None), other than an Optional of one class."""
+    if typing.get_origin(t) not in (typing.Union, types.UnionType):
+        return False
+    members = [m for m in t.__args__ if m is not type(None)]
+    return len(members) > 1 and all(isinstance(m, type) and _is_object_type(m) for m in members)
 
 
 def _passthrough(cls: type, parse: Any) -> Any:
