@@ -6,8 +6,8 @@ stored as single-key objects whose key starts with "$" ("tagged forms"): `{"$tup
 as `{"$dict": [[key, value], ...]}`, so a tag can never be confused with user data.
 
 Stored data never chooses code: enums, dataclasses and attrs classes are stored with their qualified
-name, and decoding maps that name only onto classes this codec was given (by `types=` or by encoding
-an instance in this process). An unknown name decodes to plain data (the enum's value, the object's
+name, and decoding maps that name only onto classes this codec was given by `types=`, or whose instances
+a codec of this process encoded. An unknown name decodes to plain data (the enum's value, the object's
 fields as a dict); nothing is ever imported. Typed restore (`as_type=`) structures with the project's
 cattrs converter into the type the caller passes.
 """
@@ -20,6 +20,7 @@ import datetime as dt
 import enum
 import gc
 import math
+import threading
 import types
 import typing
 import uuid
@@ -71,8 +72,32 @@ def _is_object_type(cls: type) -> bool:
     return dataclasses.is_dataclass(cls) or attrs.has(cls)
 
 
+class _SavedClasses:
+    """The enum and object classes this process has encoded, by qualified name (README: a stored enum or
+    object decodes into its class when you named it, or by saving an instance in this process). One per
+    process, so a second Store on a file, or one opened again, decodes what this process saved as it was
+    saved. It only ever holds classes the program itself handed to a codec, never a name read from data;
+    for a name defined again (a module reloaded, a notebook cell run again) the newest class is kept."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_name: dict[str, type] = {}
+
+    def get(self, name: str) -> type | None:
+        return self._by_name.get(name)
+
+    def remember(self, name: str, cls: type) -> None:
+        if self._by_name.get(name) is not cls:  # the common case (known already) takes no lock
+            with self._lock:
+                self._by_name[name] = cls
+
+
+_SAVED_IN_THIS_PROCESS = _SavedClasses()
+
+
 class Codec:
-    """Encodes and decodes values for one store. Holds the class registry; never a global."""
+    """Encodes and decodes values for one store. Holds the store's own class registry (`types=` and the
+    classes it encoded, where two classes of one name clash), over the process's memory of saved classes."""
 
     def __init__(self, types: Iterable[type] = (), *, allow_nan: bool = False) -> None:
         self.allow_nan = allow_nan
@@ -332,6 +357,11 @@ class Codec:
             self._classes[name] = cls
         elif known is not cls:
             raise _Unencodable(f"two different classes are named {name}", name)
+        _SAVED_IN_THIS_PROCESS.remember(name, cls)
+
+    def _class(self, name: str) -> type | None:
+        """The class stored data naming `name` decodes into: this store's, else one saved in this process."""
+        return self._classes.get(name) or _SAVED_IN_THIS_PROCESS.get(name)
 
     # -- decoding ---------------------------------------------------------------------------------
 
@@ -398,12 +428,12 @@ class Codec:
             if tag == "$enum":
                 name, raw = body
                 value = self.untag(raw)
-                cls = self._classes.get(name)
+                cls = self._class(name)
                 return cls(value) if cls is not None else value
             if tag == "$object":
                 name, fields = body
                 fields = {k: self.untag(v) for k, v in fields.items()}
-                cls = self._classes.get(name)
+                cls = self._class(name)
                 return _build(cls, fields) if cls is not None else fields
         except (TypeError, ValueError, KeyError, LookupError, ArithmeticError) as exc:
             raise SerializationError((tag,), f"stored {tag} value is damaged: {exc}") from None

@@ -8,6 +8,7 @@ import dataclasses
 import datetime as dt
 import enum
 import io
+import threading
 import uuid
 import zoneinfo
 from collections import OrderedDict
@@ -135,12 +136,69 @@ def test_datetimes_older_versions_wrote_restore_as_the_instant_they_were(store_t
     assert value.isoformat() == (stored[0] if type(stored) is list else stored)
 
 
-def test_unregistered_classes_decode_as_data(store_target: str) -> None:
-    """Without types=, a stored enum is its value and a stored object its fields: nothing is imported."""
+class NeverSaved(enum.Enum):  # no test saves these: stored data naming them must not reach them
+    ONE = 1
+
+
+@dataclasses.dataclass
+class NeverSavedPoint:
+    x: int
+
+
+def test_classes_never_saved_in_this_process_decode_as_data(store_target: str) -> None:
+    """Without types=, an enum or object whose class this process never saved is its value or its fields,
+    though the class exists (in a module already imported): nothing is looked up or imported."""
     with eventckpt.open(store_target) as store:
-        store.stream("t").save({"c": Color.BLUE, "p": Point(1, 2.0)})
+        store.stream("t").save({"c": 0, "p": 0})
+    with RawSQL(store_target) as raw:
+        raw.execute("UPDATE events SET value = ? WHERE path = '$.c'", ('{"$enum": ["tests.test_codec.NeverSaved", 1]}',))
+        raw.execute("UPDATE events SET value = ? WHERE path = '$.p'",
+                    ('{"$object": ["tests.test_codec.NeverSavedPoint", {"x": 1}]}',))
     with eventckpt.open(store_target) as store:
-        assert store.stream("t").state() == {"c": 2, "p": {"x": 1, "y": 2.0, "tags": {"$tuple": []}} | {"tags": ()}}
+        assert store.stream("t").state() == {"c": 1, "p": {"x": 1}}
+    with eventckpt.open(store_target, types=[NeverSaved, NeverSavedPoint]) as store:
+        assert store.stream("t").state() == {"c": NeverSaved.ONE, "p": NeverSavedPoint(1)}
+
+
+def test_classes_saved_in_this_process_decode_in_every_store(store_target: str) -> None:
+    """An enum or object saved in this process decodes into its class in any store of the process: a second
+    Store on the file, while the first is open and after it is closed (README: "by saving an instance in this
+    process")."""
+    @dataclasses.dataclass
+    class Saved:
+        color: Color
+
+    value = {"c": Color.BLUE, "p": Point(1, 2.0), "s": Saved(Color.RED)}
+    with eventckpt.open(store_target) as first:
+        first.stream("t").save(value)
+        with eventckpt.open(store_target) as second:
+            assert strict_equal(second.stream("t").state(), value)
+    with eventckpt.open(store_target) as again:
+        assert strict_equal(again.stream("t").state(), value)
+
+
+def test_classes_saved_in_threads_decode_in_every_store(named: dict[str, str]) -> None:
+    """Classes saved by many threads at once, each in its own store, all decode in one other store."""
+    def make(i: int) -> type:
+        return dataclasses.make_dataclass(f"Threaded{i}", [("n", int)], namespace={"__module__": __name__})
+
+    classes = [make(i) for i in range(16)]
+    targets = [named[f"t{i % 4}.db"] for i in range(16)]
+    barrier = threading.Barrier(16)
+
+    def work(i: int) -> None:
+        with eventckpt.open(targets[i]) as store:
+            barrier.wait()
+            store.stream(f"s{i}").save({"v": classes[i](i)})
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for i in range(16):
+        with eventckpt.open(targets[i]) as store:
+            assert store.stream(f"s{i}").state() == {"v": classes[i](i)}
 
 
 def test_typed_restore_into_callers_type(store_target: str) -> None:
