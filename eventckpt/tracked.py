@@ -142,16 +142,20 @@ class Recording:
         self.watched.append([value, up, key, self.codec.encode(value)])
         return value
 
-    def ingest(self, value: Any, up: Any, key: Any) -> tuple[Any, bytes, Any]:
-        """A caller's value going into the state: (the state's tracked copy, its JSON, the head's copy).
-        Raises SerializationError (nothing changed yet) when it cannot be stored."""
+    def ingest(self, value: Any, up: Any, key: Any, path: Path) -> tuple[Any, bytes, Any]:
+        """A caller's value going into the state at `up[key]` (`up` is at `path`): (the state's tracked
+        copy, its JSON, the head's copy). Raises SerializationError naming where in the state (nothing
+        changed yet) when it cannot be stored."""
         t = type(value)
         if t is str or t is bool or value is None:  # the common scalars: their JSON is all there is to make
             try:
                 return value, orjson.dumps(value), value
             except orjson.JSONEncodeError:
                 pass  # a lone surrogate: the codec says so with a SerializationError
-        raw, head_copy = self.codec.encode_copy(value)
+        try:
+            raw, head_copy = self.codec.encode_copy(value)
+        except SerializationError as exc:  # its path is inside the value: name the place in the state
+            raise SerializationError(path + (key,) + exc.path, exc.reason, exc.type_name) from None
         if type(head_copy) is str or _immutable(head_copy):
             return head_copy, raw, head_copy
         return self.build(head_copy, up, key), raw, head_copy
@@ -344,7 +348,10 @@ class TrackedDict(_Plain, dict):
 
     def _check_key(self, key: Any, where: Where) -> None:
         if self._bad_key(key):
-            where[0].codec.encode([key])  # an unstorable key fails here, before anything changes
+            try:
+                where[0].codec.encode([key])  # an unstorable key fails here, before anything changes
+            except SerializationError as exc:
+                raise SerializationError(where[2] + (key,), exc.reason, exc.type_name) from None
 
     def __setitem__(self, key: Any, value: Any) -> None:
         old = dict.get(self, key, _MISSING)
@@ -356,7 +363,7 @@ class TrackedDict(_Plain, dict):
         recording, chain, path = where
         if old is _MISSING:
             self._check_key(key, where)
-        live, raw, head_copy = recording.ingest(value, self, key)
+        live, raw, head_copy = recording.ingest(value, self, key, path)
         bad_before = self._bad
         absorbed = recording.begin(chain)
         dict.__setitem__(self, key, live)
@@ -445,12 +452,13 @@ class TrackedList(_Plain, list):
         self._up, self._key = None, None
         return self
 
-    def _items(self, recording: Recording, values: list[Any],
+    def _items(self, recording: Recording, path: Path, values: list[Any],
                positions: Iterable[int]) -> tuple[list[Any], list[Recorded]]:
-        """Ingest `values` going to `positions`: their live copies, and a set of each (by position)."""
+        """Ingest `values` going to `positions` of this list (at `path`): their live copies, and a set of
+        each (by position)."""
         lives, sets = [], []
         for at, value in zip(positions, values):
-            live, raw, head_copy = recording.ingest(value, self, at)
+            live, raw, head_copy = recording.ingest(value, self, at, path)
             lives.append(live)
             sets.append((SET, at, head_copy, raw))
         return lives, sets
@@ -460,7 +468,7 @@ class TrackedList(_Plain, list):
         if where is None:
             return list.extend(self, values)
         recording, chain, path = where
-        lives, sets = self._items(recording, values, range(len(self), len(self) + len(values)))
+        lives, sets = self._items(recording, path, values, range(len(self), len(self) + len(values)))
         absorbed = recording.begin(chain)
         list.extend(self, lives)
         recording.emit(absorbed, chain, path, _growth(path, sets), False)
@@ -565,7 +573,7 @@ class TrackedList(_Plain, list):
         if where is None:
             return list.__setitem__(self, at, value)
         recording, chain, path = where
-        live, raw, head_copy = recording.ingest(value, self, at)
+        live, raw, head_copy = recording.ingest(value, self, at, path)
         absorbed = recording.begin(chain)
         list.__setitem__(self, at, live)
         _detach(old)
@@ -589,7 +597,7 @@ class TrackedList(_Plain, list):
         if values is not None and step != 1 and len(values) != len(positions):
             return list.__setitem__(self, s, values)  # raises ValueError
         values = values or []
-        lives, sets = self._items(recording, values, positions if step != 1 else range(start, start + len(values)))
+        lives, sets = self._items(recording, path, values, positions if step != 1 else range(start, start + len(values)))
         events, whole = _slice_events(path, n, positions, step, sets)
         if not events and not whole:
             return

@@ -13,14 +13,25 @@ from typing import TYPE_CHECKING, Any
 
 from .checks import check_added, check_number
 from .commit import Recorded, commit_recorded
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, SerializationError
 from .ops import APPEND, DELETE, EXTEND, INCR, SET, TRUNCATE
-from .paths import encodable, normalize
+from .paths import Path, encodable, normalize
 from .tools import ToolCall, ToolRow, encode_calls
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
     from .core import Core
+
+
+def _in_state(op: str, path: Path, inside: Path, value: Any) -> Path:
+    """Where a bad part of an operation's value (at `inside` in it) would be in the state. An appended
+    item is named by its place from the end of the list (-1 for an append; an extend's item i of n at i - n),
+    which is exact however long the list is: the transaction reads the head only when it commits."""
+    if op == APPEND:
+        return path + (-1,) + inside
+    if op == EXTEND and inside:
+        return path + (inside[0] - len(value),) + inside[1:]
+    return path + inside
 
 
 class Transaction:
@@ -41,7 +52,10 @@ class Transaction:
             raise InvalidArgumentError("transaction", self._task_id, "this transaction has already ended")
         parts = normalize(path)
         if encode:
-            raw, copy = self._core.codec.encode_copy(value)
+            try:
+                raw, copy = self._core.codec.encode_copy(value)
+            except SerializationError as exc:
+                raise SerializationError(_in_state(op, parts, exc.path, value), exc.reason, exc.type_name) from None
             self._ops.append((op, parts, copy, raw))
         else:
             self._ops.append((op, parts, value, None))

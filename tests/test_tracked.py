@@ -335,6 +335,31 @@ def test_a_failed_save_can_be_retried(store: eventckpt.Store) -> None:
     assert stream.state() == {"n": 0, "log": [1, 2]} == state
 
 
+@pytest.mark.parametrize("mutate, path", [
+    (lambda s: s.__setitem__("scratch", {"k": lambda: 0}), ("scratch", "k")),
+    (lambda s: s["scratch"].__setitem__("k", [0, {"f": open}]), ("scratch", "k", 1, "f")),
+    (lambda s: s["msgs"].append({"f": open}), ("msgs", 1, "f")),
+    (lambda s: s["msgs"].extend([{"ok": 1}, {"f": open}]), ("msgs", 2, "f")),
+    (lambda s: s["msgs"].insert(0, {"f": open}), ("msgs", 0, "f")),
+    (lambda s: s["msgs"].__setitem__(0, {"f": open}), ("msgs", 0, "f")),
+    (lambda s: s["msgs"][0].update(g=[open]), ("msgs", 0, "g", 0)),
+    (lambda s: s["msgs"].__setitem__(slice(0, 1), [1, {"f": open}]), ("msgs", 1, "f")),
+    (lambda s: s["scratch"].__setitem__(open, 1), ("scratch", open)),
+])
+def test_bad_values_name_their_path_in_the_state(store: eventckpt.Store, mutate, path: tuple) -> None:
+    """A value (or key) a tracked state cannot store raises SerializationError naming its full path in the
+    state, and the state is unchanged."""
+    stream = store.stream("t")
+    stream.save({"msgs": [{"a": 1}], "scratch": {}})
+    state = stream.checkout()
+    with pytest.raises(eventckpt.SerializationError) as info:
+        mutate(state)
+    assert info.value.path == path
+    assert state == {"msgs": [{"a": 1}], "scratch": {}}
+    stream.save(state)
+    assert stream.state(2) == {"msgs": [{"a": 1}], "scratch": {}}
+
+
 def test_bad_values_and_keys_fail_at_the_mutation(store: eventckpt.Store) -> None:
     """A value that cannot be stored, or a top-level key that cannot be a path, raises at the mutation,
     and the state and what it recorded are unchanged."""

@@ -151,3 +151,25 @@ def test_empty_transaction_is_a_version(store: eventckpt.Store) -> None:
     with task.transaction(name="marker"):
         pass
     assert task.version == 1 and task.latest.name == "marker" and task.state() == {}
+
+
+@pytest.mark.parametrize("record, path", [
+    (lambda tx: tx.set("scratch.k", lambda: 0), ("scratch", "k")),
+    (lambda tx: tx.set(("scratch", "k"), {"deep": [0, {"f": open}]}), ("scratch", "k", "deep", 1, "f")),
+    (lambda tx: tx.append("msgs", {"f": open}), ("msgs", -1, "f")),
+    (lambda tx: tx.extend("msgs", [{"ok": 1}, {"f": open}, {"ok": 2}]), ("msgs", -2, "f")),
+    (lambda tx: tx.extend("msgs", [object()]), ("msgs", -1)),
+    (lambda tx: tx.set("msgs[0]", {"k": {1, object}}), ("msgs", 0, "k", 1)),
+])
+def test_unstorable_values_name_their_path_in_the_state(store: eventckpt.Store, store_target: str, record,
+                                                        path: tuple) -> None:
+    """A value a transaction cannot store raises SerializationError at the call, naming its full path in the
+    state (an appended item by its place from the list's end), and nothing is written."""
+    task = store.stream("t")
+    task.save({"msgs": [{"a": 1}], "scratch": {}})
+    before = journal_rows(store_target)
+    with pytest.raises(eventckpt.SerializationError) as info:
+        with task.transaction() as tx:
+            record(tx)
+    assert info.value.path == path and "".join(f"[{p!r}]" for p in path) in str(info.value)
+    assert journal_rows(store_target) == before and task.version == 1
