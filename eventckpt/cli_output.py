@@ -13,6 +13,7 @@ import orjson
 
 from .checkpoint import Checkpoint, format_time
 from .checks import whole_number
+from .codec import plain_json
 from .diffing import ADDED, REMOVED, Change, Diff
 from .errors import InvalidArgumentError, StreamNotFoundError
 from .paths import Path, parse, to_text
@@ -90,25 +91,16 @@ def show_path(path: Path) -> str:
 
 
 def shown(value: Any) -> str:
-    """A value for people: JSON when it is JSON data (times and UUIDs as their ISO text), else its repr
-    (a big int, bytes, a Decimal, a set, a dict with number keys, NaN: never quoted as text, nor null)."""
-    if _has_nan(value):  # orjson would write null
-        return repr(value)
-    try:
-        return orjson.dumps(value).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        return repr(value)
-
-
-def _has_nan(value: Any) -> bool:
-    """Whether a NaN or an infinity is in `value` (stored by a store opened with allow_nan=True)."""
-    if type(value) is float:
-        return not math.isfinite(value)
-    if type(value) is dict:
-        return any(map(_has_nan, value.values()))
-    if type(value) in (list, tuple):
-        return any(map(_has_nan, value))
-    return False
+    """A value for people: JSON when it is plain JSON data (JSON text shows it as it is), else its repr (a
+    tuple, a datetime, a UUID, a big int, bytes, a Decimal, a set, a dict with number or "$" keys, NaN):
+    as JSON these would read as a list, a string or null, and a real change (a list that became a tuple)
+    would print as no change."""
+    if plain_json(value):
+        try:
+            return orjson.dumps(value).decode()
+        except orjson.JSONEncodeError:  # a lone surrogate in a string
+            pass
+    return repr(value)
 
 
 def short(value: Any, width: int) -> str:

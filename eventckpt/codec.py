@@ -131,7 +131,7 @@ class Codec:
     def encode(self, value: Any) -> bytes:
         """JSON bytes of `value` (UTF-8); SerializationError naming the path when it cannot be stored."""
         try:
-            if self._plain(value, 0):
+            if _plain(value, 0):
                 return orjson.dumps(value)
             return orjson.dumps(self._jsonable(value, 0))
         except _Unencodable as exc:
@@ -194,37 +194,6 @@ class Codec:
                 return _NOT_PLAIN
             out[key] = inner
         return out
-
-    def _plain(self, v: Any, depth: int) -> bool:
-        """Whether `v` is already plain JSON data that orjson writes exactly (the common, fast case)."""
-        t = type(v)
-        if t is dict:
-            for k in v:
-                if type(k) is not str or k[:1] == "$":
-                    return False
-            items: Iterable[Any] = v.values()
-        elif t is list:
-            items = v
-        else:
-            return t is str or t is bool or v is None or (t is int and _INT_MIN <= v <= _INT_MAX) or (
-                t is float and math.isfinite(v))
-        if depth >= MAX_DEPTH:
-            return False
-        for item in items:  # scalars inline: this loop runs for every saved message
-            ti = type(item)
-            if ti is str or ti is bool or item is None:
-                continue
-            if ti is int:
-                if _INT_MIN <= item <= _INT_MAX:
-                    continue
-                return False
-            if ti is float:
-                if math.isfinite(item):
-                    continue
-                return False
-            if not self._plain(item, depth + 1):
-                return False
-        return True
 
     def _jsonable(self, v: Any, depth: int) -> Any:
         """`v` as plain JSON data; returns `v` itself when it already is (no copy on the hot path)."""
@@ -457,7 +426,45 @@ class Codec:
     def is_plain(self, value: Any) -> bool:
         """Whether `value` is plain JSON data stored exactly as itself (str-keyed dicts without "$" keys,
         lists, str, finite floats, 64-bit ints, bools, None), with no tagged form anywhere inside."""
-        return self._plain(value, 0)
+        return _plain(value, 0)
+
+
+def plain_json(value: Any) -> bool:
+    """Whether `value` is plain JSON data stored exactly as itself (see `Codec.is_plain`): what JSON text
+    shows as it is, where a tuple, a datetime or a UUID would look like a list or a string."""
+    return _plain(value, 0)
+
+
+def _plain(v: Any, depth: int) -> bool:
+    """Whether `v` is already plain JSON data that orjson writes exactly (the common, fast case)."""
+    t = type(v)
+    if t is dict:
+        for k in v:
+            if type(k) is not str or k[:1] == "$":
+                return False
+        items: Iterable[Any] = v.values()
+    elif t is list:
+        items = v
+    else:
+        return t is str or t is bool or v is None or (t is int and _INT_MIN <= v <= _INT_MAX) or (
+            t is float and math.isfinite(v))
+    if depth >= MAX_DEPTH:
+        return False
+    for item in items:  # scalars inline: this loop runs for every saved message
+        ti = type(item)
+        if ti is str or ti is bool or item is None:
+            continue
+        if ti is int:
+            if _INT_MIN <= item <= _INT_MAX:
+                continue
+            return False
+        if ti is float:
+            if math.isfinite(item):
+                continue
+            return False
+        if not _plain(item, depth + 1):
+            return False
+    return True
 
 
 def _has_tags(text: str | bytes) -> bool:

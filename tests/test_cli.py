@@ -389,3 +389,26 @@ def test_a_store_saved_with_nan_is_shown(tmp_path: Path) -> None:
     assert code == 0 and not err and "NaN" in out.replace("nan", "NaN"), err
     code, out, err = run("diff", path, "n@1", "n@2")
     assert code == 0 and out.splitlines()[1:] == ["~ x  nan -> 1.0"], (out, err)
+
+
+def test_human_output_shows_a_change_of_type(tmp_path: Path) -> None:
+    """diff and history for people show a value JSON would make look like another (a tuple, a datetime, a UUID,
+    a dict with number keys) as its repr, so a real change never prints as the same text on both sides."""
+    import datetime as dt
+    import uuid
+
+    path = tmp_path / "t.db"
+    ident = uuid.UUID(int=1)
+    with eventckpt.open(path) as store:
+        store.stream("t").save({"x": [1, 2], "when": "2024-01-01T00:00:00", "id": str(ident), "m": {"1": "a"}})
+        store.stream("t").save({"x": (1, 2), "when": dt.datetime(2024, 1, 1), "id": ident, "m": {1: "a"}})
+    code, out, err = run("diff", path, "t@1", "2")
+    assert code == 0 and not err
+    assert out.splitlines()[1:] == [
+        "~ id  \"00000000-0000-0000-0000-000000000001\" -> UUID('00000000-0000-0000-0000-000000000001')",
+        "~ m  {\"1\":\"a\"} -> {1: 'a'}",
+        "~ when  \"2024-01-01T00:00:00\" -> datetime.datetime(2024, 1, 1, 0, 0)",
+        "~ x  [1,2] -> (1, 2)",
+    ]
+    code, out, err = run("history", path, "t", "x")
+    assert code == 0 and [line.split(None, 5)[5] for line in out.splitlines()] == ["(1, 2)", "[1,2]"]
