@@ -292,6 +292,8 @@ class Codec:
         if t is uuid.UUID:
             return {"$uuid": str(v)}
         if t is Decimal:
+            if v.is_snan():  # it raises on ==, so no later save or diff could compare it
+                raise _Unencodable(f"{v!r} is a signaling NaN (store Decimal('NaN'))", "decimal.Decimal")
             return {"$decimal": str(v)}
         if t is bytes:
             return {"$bytes": base64.b64encode(v).decode()}

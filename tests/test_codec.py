@@ -306,6 +306,7 @@ BAD = {
     "inf": lambda: float("-inf"),
     "lone_surrogate": lambda: "\ud800",
     "nested_bad": lambda: {"ok": [1, {"bad": {1, object}}]},
+    "signaling_nan": lambda: [Decimal("1"), Decimal("sNaN")],  # raises on ==: no later save could compare it
 }
 
 
