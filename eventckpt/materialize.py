@@ -46,11 +46,11 @@ def materialize(
             if missing or type(state) is not dict:
                 raise CorruptStoreError(f"snapshot at version {since} lacks keys {missing!r} its manifest names")
         observer = tracker if track else None
-        if shared:
+        if snap is not None:
             for key, base in shared.items():
                 rebuild_key(journal, codec, segments, state, key, base, since, None, [])
-            # the keys in the order the state had them (the manifest's), not literal keys first
-            state = {key: state[key] for key in manifest if key in state}
+            if list(state) != list(manifest):  # the state's order is the manifest's, not literal keys first
+                state = {key: state[key] for key in manifest if key in state}
         # one tail query, folded in order: a key deleted and set again moves to the end among the others
         rest = []
         for row in journal.tail(segments_for(chain, upto) if upto is not None and upto > version else segments, since):
