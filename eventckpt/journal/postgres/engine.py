@@ -113,22 +113,29 @@ def with_nul(text: str | None) -> str | None:
 # -- error translation (the one boundary) ---------------------------------------------------------
 
 
+def said(exc: psycopg.Error) -> str:
+    """What a driver error says, on one line (errors reach users as one line, the CLI's included): the
+    server's primary message, without its DETAIL, CONTEXT and LINE pointer; else the driver's own text."""
+    return exc.diag.message_primary or " ".join(str(exc).split())
+
+
 def translate(exc: psycopg.Error, where: str, *, committed: bool | None = False) -> errors.EventCkptError:
     """The eventckpt error for a driver error. `committed` is what a lost connection means for the
     write in flight (see StoreUnavailableError)."""
     code = getattr(exc, "sqlstate", None) or type(exc).__name__
+    text = said(exc)
     if isinstance(exc, (pg.SerializationFailure, pg.DeadlockDetected, pg.LockNotAvailable, pg.QueryCanceled)):
-        return errors.StoreBusyError(f"{where}: the server gave up waiting for other writers ({exc})", code=code)
+        return errors.StoreBusyError(f"{where}: the server gave up waiting for other writers ({text})", code=code)
     if isinstance(exc, (pg.ReadOnlySqlTransaction, pg.InsufficientPrivilege)):
-        return errors.ReadOnlyStoreError(f"{where}: the store cannot be written ({exc})", code=code)
+        return errors.ReadOnlyStoreError(f"{where}: the store cannot be written ({text})", code=code)
     if isinstance(exc, pg.DiskFull):
-        return errors.StorageFullError(f"{where}: the server's disk is full ({exc})", code=code)
+        return errors.StorageFullError(f"{where}: the server's disk is full ({text})", code=code)
     if isinstance(exc, (pg.DataCorrupted, pg.IndexCorrupted)):
-        return errors.CorruptStoreError(f"{where}: the database is damaged ({exc})", code=code)
+        return errors.CorruptStoreError(f"{where}: the database is damaged ({text})", code=code)
     if isinstance(exc, psycopg.OperationalError) or isinstance(exc, psycopg.InterfaceError):
-        return errors.StoreUnavailableError(f"{where}: the server is unreachable or the connection dropped ({exc})",
+        return errors.StoreUnavailableError(f"{where}: the server is unreachable or the connection dropped ({text})",
                                             code=code, committed=committed)
-    return errors.StorageError(f"{where}: {exc}", code=code)
+    return errors.StorageError(f"{where}: {text}", code=code)
 
 
 def lost(exc: BaseException) -> bool:
