@@ -208,7 +208,8 @@ class Store:
         """Run a read-only SQL query on the store (its tables and views: checkpoints, changes,
         path_history, lineage, stream_heads) and return its column names and rows. A statement that would
         write or change the connection is refused with ReadOnlyStoreError before it runs (SQLite: an
-        authorizer; PostgreSQL: a READ ONLY transaction)."""
+        authorizer; PostgreSQL: only a statement that returns rows, run read-only with no privilege beyond
+        reading: see eventckpt/journal/postgres/caller_sql.py)."""
         if type(query) is not str or not encodable(query):
             raise InvalidArgumentError("query", query, "must be a str of SQL")
         with self.core.session() as journal:

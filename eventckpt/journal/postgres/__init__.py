@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from ... import errors
 from ..contract import Backend, Journal
+from .caller_sql import CallerSQL
 from .engine import SCHEMA_VERSION, migrate, schema_files, translate
 from .langgraph import LangGraphTables
 from .queries import Queries
@@ -30,7 +31,7 @@ from .tables import Tables
 __all__ = ["SCHEMA_VERSION", "PostgresBackend", "PostgresJournal", "connect", "is_target", "schema_files"]
 
 
-class PostgresJournal(Tables, LangGraphTables, Queries, Journal):
+class PostgresJournal(Tables, LangGraphTables, Queries, CallerSQL, Journal):
     """SQL access to one eventckpt store on PostgreSQL over one connection."""
 
     kind = "postgresql"

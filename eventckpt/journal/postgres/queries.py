@@ -11,9 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import psycopg
-
-from ... import errors
 from ...paths import child_ranges, relative_parts
 from ..rows import EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRef, StreamRow, SummaryRow, clip
 from .engine import Engine, with_nul
@@ -384,24 +381,3 @@ class Queries(Engine):
         return {"streams": int(streams), "forks": int(forks), "versions": int(versions), "events": int(events),
                 "event_bytes": int(event_bytes), "snapshots": int(snapshots), "snapshot_bytes": int(snapshot_bytes),
                 "database_bytes": int(size), "free_bytes": 0}
-
-    def query(self, sql: str, args: Sequence[Any] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """The caller's SQL, in a READ ONLY transaction (the server refuses any write) at the store's
-        schema first on the search path. One statement only (sent as a prepared statement: a second
-        one after `END;` would run outside the transaction), inside a savepoint that is rolled back, so
-        a SET leaves nothing on the (pooled) connection; a statement that ends the transaction is refused."""
-        conn = self.conn
-        with self.read():
-            try:
-                with conn.transaction():
-                    conn.execute("SET LOCAL search_path TO eventckpt, public")
-                    cur = conn.execute(sql, args or None, prepare=True)
-                    if conn.info.transaction_status != psycopg.pq.TransactionStatus.INTRANS:
-                        raise errors.ReadOnlyStoreError(f"{cur.statusmessage}: the read-only SQL cannot end its transaction")
-                    result = ([], []) if cur.description is None else (
-                        [d.name for d in cur.description], [tuple(r) for r in cur.fetchall()])
-                    raise psycopg.Rollback  # undo the savepoint: nothing the statement set stays
-            except (psycopg.errors.SyntaxError, psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn,
-                    psycopg.errors.UndefinedFunction) as exc:
-                raise errors.InvalidArgumentError("sql", sql, str(exc).strip()) from None
-        return result
