@@ -14,7 +14,7 @@ from .checkpoint import Checkpoint, ForkOrigin, format_time, utc_now
 from .checks import added, check_added, check_new_name, check_options, check_task_id, check_usage, check_version
 from .commit import commit
 from .errors import (EventCkptError, InvalidArgumentError, PathError, SerializationError, StreamNotFoundError,
-                     VersionNotFoundError)
+                     StreamExistsError, VersionNotFoundError)
 from .journal import Journal, StreamKey, StreamRow, VersionRow
 from .mixin import Migrations
 from .mixin import restore as restore_object
@@ -282,13 +282,26 @@ class CheckpointStore:
                 raise VersionNotFoundError(self.task_id, at, head)
             if at:
                 core.version_row(journal, row, at)
-            if task_id is None:
-                n = 1
-                while journal.stream(f"{self.task_id}~{n}") is not None:
-                    n += 1
-                task_id = f"{self.task_id}~{n}"
-            journal.create_stream(task_id, format_time(utc_now()), row, at)
+            if task_id is not None:
+                journal.create_stream(task_id, format_time(utc_now()), row, at)
+            else:
+                task_id = self._fork_named(journal, row, at)
         return CheckpointStore(self.store, task_id)
+
+    def _fork_named(self, journal: Journal, row: StreamRow, at: int) -> str:
+        """Create the fork as the first free `name~N`. Another process may take that name between the look
+        and the insert (PostgreSQL reads at READ COMMITTED, and nothing locks a name not yet taken): its
+        insert refuses ours, and the next number is tried, so an automatic name never collides."""
+        n = 1
+        while True:
+            name = f"{self.task_id}~{n}"
+            if journal.stream(name) is None:
+                try:
+                    journal.create_stream(name, format_time(utc_now()), row, at)
+                    return name
+                except StreamExistsError:
+                    pass
+            n += 1
 
     def update(
         self,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import apsw
@@ -118,3 +121,33 @@ def test_forks_across_reopen(store_target: str) -> None:
     with eventckpt.open(store_target) as store:
         b = store.stream("b")
         assert b.state(2) == store.stream("main").state(2) and b.state(3) == {"b": 1}
+
+
+# A process that forks stream `main` N times without naming the forks, starting at a given moment (so that
+# several start together), and prints the names it got.
+FORKER = """
+import sys, time, eventckpt
+target, forks, start_at = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+with eventckpt.open(target, timeout=60) as store:
+    main = store.stream("main")
+    while time.time() < start_at:
+        time.sleep(0.001)
+    print(" ".join(main.fork().task_id for _ in range(forks)))
+"""
+
+
+def test_automatic_fork_names_never_collide_across_processes(store_target: str) -> None:
+    """4 processes forking one stream 40 times each at once, without names: every fork is made (no
+    StreamExistsError), each under its own name, and the names are main~1 .. main~160."""
+    with eventckpt.open(store_target) as store:
+        make_history(store, 2)
+    start_at = str(time.time() + 2)
+    procs = [subprocess.Popen([sys.executable, "-c", FORKER, store_target, "40", start_at], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [err for p, (_, err) in zip(procs, outs) if p.returncode] == []
+    names = [name for out, _ in outs for name in out.split()]
+    assert sorted(names) == sorted(f"main~{n}" for n in range(1, 161))
+    with eventckpt.open(store_target) as store:
+        assert sorted(store.streams()) == sorted(["main", *names])
+        assert all(store.stream(name).state() == store.stream("main").state() for name in names[::16])

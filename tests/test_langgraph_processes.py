@@ -1,4 +1,5 @@
-"""Several processes on one file: graphs running at once, and two runs racing on one thread."""
+"""Several processes on one store: graphs running at once, two runs racing on one thread, and (on
+PostgreSQL) four processes putting children of one checkpoint at the same moment."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+
+from langgraph.checkpoint.base import empty_checkpoint
 
 from eventckpt.langgraph import EventCkptSaver
 
@@ -98,3 +101,47 @@ def test_two_processes_racing_on_one_thread_fork_instead_of_clobbering(tmp_path:
             assert len(chain) == 27 and len(tags) == 1
         streams = saver.store.streams()
         assert len(streams) == 2  # the thread and one fork
+
+
+# Puts, round after round, a child of the thread's first checkpoint (each round starts at the same moment
+# in every process), as LangGraph does when several runs continue one checkpoint.
+PUTTER = """
+import copy, sys, time
+from langgraph.checkpoint.base.id import uuid6
+from eventckpt.langgraph import EventCkptSaver
+
+url, rounds, start_at, tag, parent = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+with EventCkptSaver(url, timeout=60) as saver:
+    first = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": parent}})
+    for r in range(rounds):
+        while time.time() < start_at + r * 0.3:
+            time.sleep(0.0005)
+        cp = copy.deepcopy(first.checkpoint)
+        cp["id"] = str(uuid6())
+        cp["channel_values"] = {**cp["channel_values"], "msgs": [*cp["channel_values"]["msgs"], f"{tag}-{r}"]}
+        version = saver.get_next_version(cp["channel_versions"]["msgs"], None)
+        cp["channel_versions"] = {**cp["channel_versions"], "msgs": version}
+        saver.put(first.config, cp, {"source": "loop", "step": 1}, {"msgs": version})
+"""
+
+
+def test_four_processes_continuing_one_checkpoint_on_postgresql_all_land(pg_target: str) -> None:
+    """4 processes x 8 rounds put a child of the same checkpoint at the same moment: every put returns (no
+    StreamExistsError from the automatic fork names), and each child is kept, on a branch of its own, with
+    the root as its parent and its own message."""
+    with EventCkptSaver(pg_target) as saver:
+        root = empty_checkpoint()
+        root["channel_values"], root["channel_versions"] = {"msgs": ["root"]}, {"msgs": saver.get_next_version(None, None)}
+        saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, root, {"source": "input", "step": 0},
+                  root["channel_versions"])
+    at = str(time.time() + 3.0)
+    procs = [subprocess.Popen([sys.executable, "-c", PUTTER, pg_target, "8", at, f"p{i}", root["id"]], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(4)]
+    errors = [err for proc in procs for _, err in [proc.communicate(timeout=300)] if proc.returncode]
+    assert errors == []
+    with EventCkptSaver(pg_target) as saver:
+        children = [t for t in saver.list({"configurable": {"thread_id": "t"}}) if t.checkpoint["id"] != root["id"]]
+        assert sorted(t.checkpoint["channel_values"]["msgs"][-1] for t in children) == sorted(
+            f"p{i}-{r}" for i in range(4) for r in range(8))
+        assert {t.parent_config["configurable"]["checkpoint_id"] for t in children} == {root["id"]}
+        assert all(t.checkpoint["channel_values"]["msgs"][:-1] == ["root"] for t in children)
