@@ -152,6 +152,9 @@ class Store:
         with core.session() as journal:
             with journal.write():
                 row = journal.stream(task_id)
+                if row is not None:  # the tree's writers, forks and prunes wait from here on (PostgreSQL)
+                    journal.lock_tree(row.tree_id)
+                    row = journal.stream(task_id)  # read again: it may have gone while the lock was awaited
                 if row is None:
                     return False
                 doomed = core.subtree(journal, row)

@@ -151,3 +151,49 @@ def test_automatic_fork_names_never_collide_across_processes(store_target: str) 
     with eventckpt.open(store_target) as store:
         assert sorted(store.streams()) == sorted(["main", *names])
         assert all(store.stream(name).state() == store.stream("main").state() for name in names[::16])
+
+
+# Two kinds of process on one stream tree, for some seconds: one forks `root`, saves on the fork and deletes
+# it (forks=True), the other commits on `root` and prunes it; each prints its rounds and the errors it met.
+DELETER_AND_PRUNER = """
+import sys, time, eventckpt
+target, role, seconds, start_at = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+errors, n = [], 0
+with eventckpt.open(target, timeout=60) as store:
+    root = store.stream("root")
+    while time.time() < start_at:
+        time.sleep(0.001)
+    while time.time() < start_at + seconds:
+        try:
+            if role == "delete":
+                fork = root.fork(task_id=f"f{n}")
+                fork.save({"x": n})
+                assert store.delete_stream(fork.task_id, forks=True)
+            else:
+                with root.transaction(auto=True) as tx:
+                    tx.incr("n")
+                root.prune(keep_last=3, auto_only=True)
+        except eventckpt.EventCkptError as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+        n += 1
+print(n, len(errors), errors[:3])
+"""
+
+
+def test_deleting_forks_while_another_process_prunes_the_tree(store_target: str) -> None:
+    """For 4 s one process deletes forks of a tree (forks=True) while another prunes the tree's root: no
+    error in either (PostgreSQL: the delete takes the tree's lock first, as the prune does, so they queue
+    instead of deadlocking), and the root's state and the forks' absence are exact."""
+    with eventckpt.open(store_target) as store:
+        store.stream("root").save({"n": 0})
+    start_at = str(time.time() + 2)
+    procs = [subprocess.Popen([sys.executable, "-c", DELETER_AND_PRUNER, store_target, role, "4", start_at],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for role in ("delete", "prune")]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [(p.returncode, err) for p, (_, err) in zip(procs, outs)] == [(0, "")] * 2
+    (deletes, delete_errors, _), (prunes, prune_errors, _) = [out.split(" ", 2) for out, _ in outs]
+    assert (delete_errors, prune_errors) == ("0", "0"), outs
+    assert int(deletes) > 5 and int(prunes) > 5  # they really overlapped
+    with eventckpt.open(store_target) as store:
+        assert store.streams() == ["root"] and store.stream("root").state() == {"n": int(prunes)}
+        assert store.verify().ok

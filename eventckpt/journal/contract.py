@@ -102,7 +102,7 @@ class Journal(ABC):
     @abstractmethod
     def delete_stream(self, stream: StreamRef) -> None:
         """Delete a stream and its versions, events, snapshots, checkpoint ids and tool calls (the caller
-        deletes its forks first)."""
+        deletes its forks first), in a write transaction, taking `lock_tree` first like retention."""
 
     @abstractmethod
     def reclaim(self, pages: int | None = None) -> None:

@@ -139,6 +139,9 @@ class Tables(Engine):
         return StreamRow(*row)
 
     def delete_stream(self, stream: StreamRef) -> None:
+        """Lock the tree first, as retention does (lock_tree), then delete: rows deleted before the tree's
+        lock was held would be locked in the opposite order to a prune of the same tree (deadlock)."""
+        self.lock_tree(stream.tree_id)
         key = (stream.tree_id, stream.stream_id)
         for table in ("checkpoint_ids", "snapshots", "events", "tool_calls", "versions"):
             self._run(f"DELETE FROM eventckpt.{table} WHERE tree_id = %s AND stream_id = %s", key)
@@ -330,7 +333,8 @@ class Tables(Engine):
         return self.generation(stream) != generation  # other hosts commit without telling us: always read
 
     def lock_tree(self, tree_id: int) -> None:
-        self._run("SELECT 1 FROM eventckpt.streams WHERE tree_id = %s FOR UPDATE", (tree_id,))
+        # in one order (by stream id), so that two transactions locking one tree queue instead of deadlocking
+        self._run("SELECT 1 FROM eventckpt.streams WHERE tree_id = %s ORDER BY stream_id FOR UPDATE", (tree_id,))
 
     def bump_generation(self, tree_id: int) -> int:
         row = self._one("WITH u AS (UPDATE eventckpt.streams SET generation = generation + 1 WHERE tree_id = %s"
