@@ -1,8 +1,9 @@
 """Every command of README's command table works on a PostgreSQL store, given its postgresql:// URL in
-place of the file, as real processes, in README's order."""
+place of the file, as real processes, in README's order; and their errors are one line there too."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,3 +43,17 @@ def test_readme_command_table_on_postgresql(databases: dict[str, str], tmp_path:
         with eventckpt.open(databases[other], readonly=True) as store:
             assert set(store.streams()) >= {"demo", "demo-retry"}
             assert store.verify().ok
+
+
+def test_errors_are_one_line_on_postgresql(pg_target: str) -> None:
+    """A database that does not exist is named at once, on one line of stderr with exit status 1 (not after
+    the pool's 30 s of retries, their messages, and "unreachable"); a statement `eventckpt sql` refuses is
+    one line too."""
+    base = pg_target.rsplit("/", 1)[0]
+    start = time.monotonic()
+    status, err = run_cli_example(f"eventckpt streams {base}/no_such_database")
+    assert status == 1 and time.monotonic() - start < 20
+    assert err.count("\n") == 1 and err.startswith("Error: StorageError: ") and '"no_such_database" does not exist' in err
+    for query in ("COMMIT", "SELEC 1", "SELECT pg_reload_conf()"):
+        status, err = run_cli_example(f'eventckpt sql {pg_target} "{query}"')
+        assert status == 1 and err.count("\n") == 1, (query, err)

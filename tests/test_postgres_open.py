@@ -1,12 +1,17 @@
 """Opening a store on PostgreSQL: by URL, by a psycopg connection or pool; the schema ladder inside a
 caller's transaction and under concurrent first use by many processes; foreign and newer schemas refused
-untouched; read-only stores."""
+untouched; read-only stores; a server that refuses the connection (reported at once) or does not answer
+(waited for, then StoreUnavailableError), without the pool's own messages on stderr."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -158,3 +163,66 @@ def test_the_path_shown_hides_the_password(pg_target: str) -> None:
     with eventckpt.open(with_password) as store:
         assert "hunter2" not in store.path and "hunter2" not in repr(store)
         assert store.path.startswith("postgresql://eventckpt@127.0.0.1:")
+
+
+def test_a_missing_database_or_role_is_refused_at_once_on_one_line(pg_target: str) -> None:
+    """A database or a role the server does not have is reported at once, not after the 30 s timeout: a
+    StorageError naming it, on one line, not an unreachable server."""
+    base, port = pg_target.rsplit("/", 1)[0], TARGETS.server().port
+    for url, named in [(f"{base}/no_such_database", '"no_such_database"'),
+                       (f"postgresql://no_such_role@127.0.0.1:{port}/postgres", '"no_such_role"')]:
+        start = time.monotonic()
+        with pytest.raises(eventckpt.StorageError) as info:
+            eventckpt.open(url, timeout=30)
+        assert time.monotonic() - start < 10
+        message = str(info.value)
+        assert not isinstance(info.value, eventckpt.StoreUnavailableError) and info.value.code == "refused"
+        assert f"{named} does not exist" in message and "\n" not in message
+
+
+OPEN = """
+import sys, eventckpt
+try:
+    eventckpt.open(sys.argv[1], timeout=float(sys.argv[2]))
+except eventckpt.StoreUnavailableError as exc:
+    print(exc)
+"""
+
+
+def test_a_server_that_does_not_answer_is_waited_for_silently() -> None:
+    """Where no server listens, open waits out its timeout (2 s) and raises StoreUnavailableError on one
+    line, naming the cause; psycopg's pool writes nothing to stderr meanwhile."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", OPEN, f"postgresql://eventckpt@127.0.0.1:{port}/x", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.count("\n") == 1 and "unreachable" in done.stdout and "Connection refused" in done.stdout
+    assert time.monotonic() - start >= 2
+
+
+def test_opening_while_the_server_is_down_waits_for_it(pg_target: str) -> None:
+    """A store opened while its server is stopped opens once the server is back (within the timeout):
+    a server that does not answer, or is starting up, is waited for, not refused."""
+    server = TARGETS.server()
+    opened: dict[str, Any] = {}
+
+    def open_store() -> None:
+        try:
+            opened["store"] = eventckpt.open(pg_target, timeout=60)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            opened["error"] = exc
+
+    server.stop("fast")
+    try:
+        thread = threading.Thread(target=open_store)
+        thread.start()
+        time.sleep(1.5)
+    finally:
+        server.restart()
+    thread.join(60)
+    assert "error" not in opened, opened
+    with opened["store"] as store:
+        assert store.stream("a").save({"x": 1}).version == 1

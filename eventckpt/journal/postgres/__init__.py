@@ -10,25 +10,34 @@ in-process. Install with `pip install 'eventckpt[postgres]'`.
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg import conninfo
+from psycopg import conninfo, pq
 from psycopg_pool import ConnectionPool
 
 from ... import errors
 from ..contract import Backend, Journal
 from .caller_sql import CallerSQL
-from .engine import SCHEMA_VERSION, migrate, schema_files, translate
+from .engine import SCHEMA_VERSION, migrate, said, schema_files, translate
 from .langgraph import LangGraphTables
 from .queries import Queries
 from .tables import Tables
 
 __all__ = ["SCHEMA_VERSION", "PostgresBackend", "PostgresJournal", "connect", "is_target", "schema_files"]
+
+# psycopg and its pool log what they retry or ignore (each failed connection attempt, a rollback that could
+# not run) as warnings; a program that set up no logging got them on stderr through logging's last resort,
+# around eventckpt's own one-line errors. A NullHandler keeps them out of stderr and leaves them to a
+# program's own logging configuration, unchanged, as the logging HOWTO advises libraries.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 
 class PostgresJournal(Tables, LangGraphTables, Queries, CallerSQL, Journal):
@@ -74,14 +83,19 @@ class PostgresBackend(Backend):
         self._switched: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()  # caller's, autocommit by us
         self._configured: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
         if isinstance(target, str):
+            deadline = time.monotonic() + timeout
+            unreachable = self._first_connection(target)
             self.pool = ConnectionPool(target, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
                                        configure=self._configure, timeout=timeout, open=False,
                                        name="eventckpt")
             try:
-                self.pool.open(wait=True, timeout=timeout)
+                self.pool.open(wait=True, timeout=max(deadline - time.monotonic(), 1.0))
             except psycopg.Error as exc:
                 self.pool.close()
-                raise translate(exc, f"opening {self.target}") from None
+                if unreachable is None:
+                    raise translate(exc, f"opening {self.target}") from None
+                raise errors.StoreUnavailableError(f"opening {self.target}: the server stayed unreachable for"
+                                                   f" {timeout:g} s ({said(unreachable)})", code="unreachable") from None
         elif isinstance(target, ConnectionPool):
             self.pool = target
         else:
@@ -91,6 +105,23 @@ class PostgresBackend(Backend):
                     " (eventckpt's commits are single statements; it never commits a transaction it did not begin)")
             self.conn = target
             self._configure(target)
+
+    def _first_connection(self, target: str) -> psycopg.Error | None:
+        """Connect once, before the pool does. A server that answers and refuses the connection (no such
+        database or role, authentication failed, no room) is reported at once: the pool would retry it in
+        the background until the timeout, and then call the server unreachable. A server that does not
+        answer, or answers that it is starting up or shutting down, may be back in time: its error is
+        returned, and the pool waits for it. (libpq gives no SQLSTATE for a failed connection; PQping tells
+        the two apart: any answer but "cannot connect now" means the server is up.)"""
+        info = conninfo.make_conninfo(target, connect_timeout=str(max(2, math.ceil(self.timeout))))
+        try:
+            psycopg.connect(info).close()
+        except psycopg.Error as exc:
+            if pq.PGconn.ping(info.encode()) != pq.Ping.OK:
+                return exc
+            raise errors.StorageError(f"opening {self.target}: the server refused the connection ({said(exc)})",
+                                      code="refused") from None
+        return None
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Set up every connection the same way (settings bound as parameters, never SQL text)."""
