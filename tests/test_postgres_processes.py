@@ -84,7 +84,7 @@ def test_a_pooled_store_never_serializes_its_threads(pg_target: str) -> None:
 
         def slow() -> None:
             with store.core.session() as journal:
-                journal.query("SELECT pg_sleep(3)")
+                journal.query("SELECT pg_sleep(3)::text")  # read-only SQL returns no void column
             slow_done.set()
 
         sleeper = threading.Thread(target=slow)
@@ -94,6 +94,7 @@ def test_a_pooled_store_never_serializes_its_threads(pg_target: str) -> None:
         assert store.stream("t").state() == {"n": 20}
         assert not slow_done.is_set()  # all of it happened while the other thread's session was busy
         sleeper.join()
+        assert slow_done.is_set()  # and the slow query did run (an error in its thread would not show)
 
 
 def test_a_cached_head_moved_by_another_process_is_caught(pg_target: str) -> None:
