@@ -237,7 +237,7 @@ class _Rewrite:
             for old, event in _without_overwritten(merged):
                 run.moved[old] = (run.w, len(run.events))
                 run.events.append(event)
-            run.event_bytes = sum(len(e[2]) for e in run.events if e[2] is not None)
+            run.event_bytes = _value_bytes(run.events)
 
     def _plan_rewrite(self, run: _Run) -> None:
         codec, policy = self.core.codec, self.core.policy
@@ -250,7 +250,7 @@ class _Rewrite:
             run.sets[key] = (len(events), type(value) is list)
             events.append((SET, to_text((key,)), codec.encode_text(value)))
         run.rewrite, run.events = True, events
-        run.event_bytes = sum(len(e[2]) for e in events if e[2] is not None)
+        run.event_bytes = _value_bytes(events)
 
     def _previous_kept(self, version: int) -> int:
         """The lineage version before `version` that stays (0 when none)."""
@@ -429,6 +429,12 @@ def _without_overwritten(events: list[tuple[Any, EventText]]) -> list[tuple[Any,
         kept.append((old, event))
     kept.reverse()
     return kept
+
+
+def _value_bytes(events: Sequence[EventText]) -> int:
+    """What a commit records as a version's event bytes: its values' JSON in UTF-8 bytes, not characters
+    (verify compares the two)."""
+    return sum(len(e[2].encode()) for e in events if e[2] is not None)
 
 
 def _checksum(vrow: VersionRow, events: Sequence[EventText], parent: bytes) -> bytes:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import orjson
 import pytest
 
 import eventckpt
@@ -391,3 +392,24 @@ def test_another_process_sees_the_head_move_back(store_target: str) -> None:
     assert out.strip() == "5 {'n': 2, 'after': True}"
     with eventckpt.open(store_target) as store:
         assert store.stream("t").list_versions() == [1, 2, 3, 5] and store.verify().ok
+
+
+def test_folded_versions_count_their_event_bytes_in_utf8(store_target: str) -> None:
+    """A version that retention folds removed versions into records the UTF-8 bytes of its events (as a
+    commit does), not their characters, so verify passes on text beyond ASCII, merged or rewritten."""
+    with eventckpt.open(store_target, snapshots=SnapshotPolicy.never()) as store:
+        merged = store.stream("merged")
+        merged.save({"a": "x", "b": 0})
+        merged.save({"a": "é€😀", "b": 0}, auto=True)  # folded into version 3 by merging its events
+        merged.save({"a": "é€😀", "b": 1})
+        merged.save({"a": "é€😀", "b": 2})
+        rewritten = store.stream("rewritten")
+        rewritten.save({"a": "x"})
+        rewritten.save({"a": "x", "big": "ü" * 3000}, auto=True)  # more than the state: version 3 is rewritten
+        rewritten.save({"a": "ö€"})
+        rewritten.save({"a": "ö€", "b": 1})
+        for stream in (merged, rewritten):
+            assert stream.prune(keep_last=1, auto_only=True).removed == (2,)
+            stored = [orjson.dumps(e.value) for e in stream.events(3) if e.op != "delete"]  # plain text: as stored
+            assert stream.sizes(3, 3)[0].bytes == sum(map(len, stored)) > len(b"".join(stored).decode())
+        assert store.verify().ok, store.verify().problems
