@@ -5,10 +5,13 @@ snapshot manifests name earlier snapshots and creation events as the bases of sh
 
 - A run of removed versions is folded into the next kept version `w` (the head is always kept):
   * merge: w's events become the run's events followed by its own, in order (nothing is lost; event
-    bases inside the run move to w with their order intact), or
+    bases inside the run move to w with their order intact; an event a later set of its path makes moot
+    is dropped, unless dropping it would move the key among its siblings), or
   * rewrite: w's events become a top-level replacement of the previous kept state by w's state (a delete
-    for every key that went away, a set for every key), which frees the run's events. It is chosen when
-    w's state is smaller than the events it replaces (a cut at the start of a long history).
+    for every key that went away or must move, a set for every key, in w's order), which frees the run's
+    events. It is chosen when w's state is smaller than the events it replaces (a cut at the start of a
+    long history).
+  Every kept version restores exactly, the order of its keys included.
   Either way, folding the remaining events still gives every kept state (invariant 1), and the run's
   tool calls move into w, so `undo_tools` still sees every call.
 - Snapshots at removed versions are deleted; every remaining snapshot (in this stream and in the forks
@@ -38,12 +41,13 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 
 from .checkpoint import format_time, utc_now
+from .diffing import MISSING, value_at
 from .errors import InvalidArgumentError, VersionInUseError, VersionNotFoundError
 from .integrity import ROOT, version_checksum
 from .journal import Journal, Segment, StreamRow, VersionRow, segments_for
 from .materialize import materialize
 from .ops import DELETE, SET
-from .paths import from_text, to_text
+from .paths import Path, from_text, to_text
 from .snapshot import Base, KeyInfo, manifest_json, parse_manifest
 
 if TYPE_CHECKING:
@@ -234,17 +238,23 @@ class _Rewrite:
         else:
             merged = [((v, seq), event) for v in members for seq, event in enumerate(journal.events_of(row, v))]
             run.events, run.moved = [], {}
-            for old, event in _without_overwritten(merged):
+            for old, event in _without_overwritten(merged, self._existed_before(run)):
                 run.moved[old] = (run.w, len(run.events))
                 run.events.append(event)
             run.event_bytes = _value_bytes(run.events)
+
+    def _existed_before(self, run: _Run) -> Callable[[Path], bool]:
+        """Whether a path exists in the state before the run (the previous kept version's)."""
+        previous = self._previous_kept(run.versions[0])
+        segments = segments_for(self.chain, previous)
+        return lambda path: value_at(self.journal, self.core.codec, segments, path, previous) is not MISSING
 
     def _plan_rewrite(self, run: _Run) -> None:
         codec, policy = self.core.codec, self.core.policy
         previous = self._previous_kept(run.versions[0])
         before = materialize(self.journal, codec, self.chain, previous, policy)[0] if previous else {}
         after = materialize(self.journal, codec, self.chain, run.w, policy)[0]
-        events: list[EventText] = [(DELETE, to_text((k,)), None) for k in before if k not in after]
+        events: list[EventText] = [(DELETE, to_text((k,)), None) for k in _out_of_place(before, after)]
         run.sets = {}
         for key, value in after.items():
             run.sets[key] = (len(events), type(value) is list)
@@ -328,13 +338,16 @@ class _Rewrite:
         if literal:
             core = self.core
             state = materialize(self.journal, core.codec, core.lineage(self.journal, owner), version, core.policy)[0]
-            parts = []
+            written = {}
             for key in literal:
-                raw = core.codec.encode_text(state[key])
+                raw = core.codec.encode(state[key])
                 keys[key].size = len(raw)
-                parts.append(orjson.dumps(key).decode() + ":" + raw)
-            body = state_text[1:-1].strip()
-            state_text = "{" + ",".join(([body] if body else []) + parts) + "}"
+                written[key] = orjson.Fragment(raw)
+            # in the manifest's order, which is the state's: a restore from literal keys alone takes their
+            # order from here (the values already there are stored JSON, written back as they were)
+            stored = orjson.loads(state_text)
+            state_text = orjson.dumps({key: written[key] if key in written else stored[key]
+                                       for key in keys if key in written or key in stored}).decode()
         return state_text, manifest_json(keys)
 
     def _moved_base(self, key: str, base: Base, limit: int, here: bool) -> Any:
@@ -412,23 +425,78 @@ class _Rewrite:
         return vrow.checksum if vrow else ROOT
 
 
-def _without_overwritten(events: list[tuple[Any, EventText]]) -> list[tuple[Any, EventText]]:
+def _out_of_place(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The keys a top-level replacement of `before` by `after` deletes before setting every key of `after`:
+    those gone, and those that must move. A set keeps an existing key where it is and puts a new one
+    last, so the keys that stay must be, in `before`'s order, the start of `after`'s order; every other
+    key is deleted and set again (last, in `after`'s order)."""
+    order = list(after)
+    out, n = [], 0
+    for key in before:
+        if n < len(order) and key == order[n]:
+            n += 1
+        else:
+            out.append(key)
+    return out
+
+
+def _without_overwritten(events: list[tuple[Any, EventText]],
+                         existed: Callable[[Path], bool]) -> list[tuple[Any, EventText]]:
     """Drop the merged events a later `set` at exactly their path makes moot (the path holds no list
-    index, and nothing between touches the path, its ancestors or its descendants): folding the rest
-    gives the same state, and the steps of removed versions stop costing space."""
+    index, and nothing kept between touches the path, its ancestors or its descendants): folding the rest
+    gives the same state, and the steps of removed versions stop costing space.
+
+    Only where dropping cannot move the key among its siblings: a delete stays (the key it removes goes
+    last when set again), and so does an event at a path that did not exist just before it (a set that
+    creates a key places it then, not where the later set would). `existed(path)` answers for the state
+    before the events, when they do not tell."""
+    paths = [from_text(text) for _, (_, text, _) in events]
+    present = _presence([(event[0], path) for (_, event), path in zip(events, paths)])
+    asked: dict[Path, bool] = {}
     kept: list[tuple[Any, EventText]] = []
     overwritten: set[tuple[Any, ...]] = set()  # paths a later kept `set` replaces wholesale
-    for old, event in reversed(events):
-        op, text, _ = event
-        path = from_text(text)
-        if path in overwritten:
-            continue
+    for i in range(len(events) - 1, -1, -1):
+        old, event = events[i]
+        op, path = event[0], paths[i]
+        if path in overwritten and op != DELETE:
+            there = present[i]
+            if there is None:
+                there = asked[path] = asked[path] if path in asked else existed(path)
+            if there:
+                continue
         overwritten = {p for p in overwritten if p[:len(path)] != path and path[:len(p)] != p}
         if op == SET and all(type(k) is str for k in path):
             overwritten.add(path)
         kept.append((old, event))
     kept.reverse()
     return kept
+
+
+def _presence(events: list[tuple[str, Path]]) -> list[bool | None]:
+    """For each (op, path) whose path is keys only: whether the path exists just before it, as far as the
+    events before it tell; None when they do not (it is as in the state before them). A set or delete of
+    an ancestor leaves what lies below it unknown or gone: False (so nothing relies on it)."""
+    known: dict[Path, tuple[bool, int]] = {}  # path -> (exists, index of the event that said so)
+    cut: dict[Path, int] = {}  # path -> index of the newest set or delete of it
+    out: list[bool | None] = []
+    for i, (op, path) in enumerate(events):
+        keys = next((j for j, k in enumerate(path) if type(k) is not str), len(path))
+        answer: bool | None = None
+        if keys == len(path):
+            newest_cut = max((cut.get(path[:j], -1) for j in range(1, len(path))), default=-1)
+            entry = known.get(path)
+            if entry is not None and entry[1] > newest_cut:
+                answer = entry[0]
+            elif newest_cut >= 0:
+                answer = False
+        out.append(answer)
+        for j in range(1, min(keys + 1, len(path))):  # an event's ancestors exist, before and after it
+            known[path[:j]] = (True, i)
+        if keys == len(path):
+            known[path] = (op != DELETE, i)
+            if op == SET or op == DELETE:
+                cut[path] = i
+    return out
 
 
 def _value_bytes(events: Sequence[EventText]) -> int:

@@ -413,3 +413,66 @@ def test_folded_versions_count_their_event_bytes_in_utf8(store_target: str) -> N
             stored = [orjson.dumps(e.value) for e in stream.events(3) if e.op != "delete"]  # plain text: as stored
             assert stream.sizes(3, 3)[0].bytes == sum(map(len, stored)) > len(b"".join(stored).decode())
         assert store.verify().ok, store.verify().problems
+
+
+def _folded(stream: eventckpt.CheckpointStore, version: int) -> str:
+    """How retention folded removed versions into `version`: "rewrite" (top-level sets of its whole state)
+    or "merge" (the removed versions' events before its own)."""
+    events = stream.events(version)
+    return "rewrite" if {e.path for e in events if e.op == "set"} >= {(k,) for k in stream.state(version)} else "merge"
+
+
+@pytest.mark.parametrize("fold", ["merge", "rewrite"])
+def test_folded_versions_keep_their_key_order(store_target: str, fold: str) -> None:
+    """Every kept version restores its keys in the order it had them after removed versions fold into it
+    (merged or rewritten): a key a removed version deleted and the next kept one set again stays last, and
+    a key a removed version created stays where it was created, top-level and nested; the head too. A set
+    of a key that was already there still drops the removed set of it."""
+    with eventckpt.open(store_target, snapshots=SnapshotPolicy.never()) as store:
+        stream = store.stream("t")
+        # merge when the state outweighs the removed events, rewrite when they outweigh it
+        stream.save({"a": 1, "b": 2, "d": {}, "pad": "p" * (20_000 if fold == "merge" else 0)})
+        with stream.transaction(auto=True) as tx:  # version 2, removed
+            tx.delete("a")
+            tx.set("b", 5)
+            tx.set("c", 1)
+            tx.set(("d", "x"), 1)
+            if fold == "rewrite":
+                tx.set("big", "z" * 20_000)
+        with stream.transaction() as tx:  # version 3, kept: a comes back after the others
+            tx.set("a", 3)
+            tx.set("b", 6)
+            tx.set(("d", "y"), 2)
+            tx.set("e", 0)
+            tx.set("c", 2)
+            tx.set(("d", "x"), 3)
+            if fold == "rewrite":
+                tx.delete("big")
+        stream.save({**stream.state(), "f": 1})  # version 4, the head
+        expected = {v: list(stream.state(v).items()) for v in stream.list_versions()}
+        assert stream.prune(keep_last=1, auto_only=True).removed == (2,)
+        assert _folded(stream, 3) == fold
+        if fold == "merge":  # a set of a key that was there before still makes the removed set of it moot
+            assert [e.path for e in stream.events(3)].count(("b",)) == 1
+        for version in (1, 3, 4):
+            state = stream.state(version)
+            assert list(state.items()) == expected[version], version
+            assert [list(v) for v in state.values() if type(v) is dict] == [list(dict(expected[version])["d"])]
+        assert list(stream.state(3)) == ["b", "d", "pad", "c", "a", "e"] and list(stream.state(3)["d"]) == ["x", "y"]
+        assert store.verify().ok, store.verify().problems
+
+
+def test_a_repaired_snapshot_keeps_the_key_order(store_target: str) -> None:
+    """A snapshot whose shared key retention writes in full (its base was removed) still restores the keys in
+    the state's order, also when no shared key is left to order them."""
+    with eventckpt.open(store_target, snapshots=SnapshotPolicy.every_version(share_min_bytes=16)) as store:
+        stream = store.stream("t")
+        stream.save({"config": {"prompt": "p" * 100}, "step": 0})  # config: shared by later snapshots
+        for i in range(1, 5):
+            stream.save({"config": {"prompt": "p" * 100}, "step": i})
+        assert stream.prune(keep_last=2).removed == (1, 2, 3)
+        assert [list(stream.state(v)) for v in (4, 5)] == [["config", "step"]] * 2
+        with eventckpt.open(store_target) as other:
+            assert list(other.stream("t").state(4)) == ["config", "step"]
+        assert store.verify().ok, store.verify().problems
+

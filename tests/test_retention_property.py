@@ -1,7 +1,8 @@
 """Retention keeps invariant 1: after random prunes and removals, heads included (with forks, snapshots of every kind,
 reopens and a second connection whose cached heads predate the rewrite), every kept version restores
 exactly, removed ones raise VersionNotFoundError, folding the remaining events gives every kept state,
-and the checksum chain links each kept version to the previous kept one."""
+and the checksum chain links each kept version to the previous kept one. States compare with the key
+order of every dict too: a kept version restores its keys in the order it had them."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from eventckpt.journal import segments_for
 from eventckpt.paths import from_text
 
 from .conftest import strict_equal
-from .test_restore_property import StoreMachine
+from .test_restore_property import StoreMachine, key_order, top_level_order
 
 
 class RetentionMachine(StoreMachine):
@@ -109,7 +110,7 @@ class RetentionMachine(StoreMachine):
         name = data.draw(st.sampled_from(sorted(n for n in self.model if self._existing(n))), label="stream")
         to = data.draw(st.sampled_from(self._existing(name)), label="to")
         self.store.stream(name).rollback(to)
-        self.model[name].append(copy.deepcopy(self.model[name][to - 1]))
+        self.model[name].append(top_level_order(self._head(name), copy.deepcopy(self.model[name][to - 1])))
 
     def _drop(self, name: str, removed: set[int]) -> None:
         for v in removed:
@@ -166,6 +167,7 @@ class RetentionMachine(StoreMachine):
                 else:
                     got = stream.state(version)
                     assert strict_equal(got, expected), (name, version, got, expected)
+                    assert key_order(got) == key_order(expected), (name, version, got, expected)
 
     @invariant()
     def remaining_events_fold_to_every_state(self) -> None:
@@ -185,6 +187,7 @@ class RetentionMachine(StoreMachine):
                 for op, path, value in by_version.get(version, []):
                     ops.apply(state, op, from_text(path), store.codec.decode(value) if value is not None else None)
                 assert strict_equal(state, states[version - 1]), (name, version)
+                assert key_order(state) == key_order(states[version - 1]), (name, version)
 
     @invariant()
     def checksums_chain_over_kept_versions(self) -> None:
