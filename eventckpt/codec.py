@@ -469,6 +469,55 @@ def _plain(v: Any, depth: int) -> bool:
     return True
 
 
+class StoredCodec(Codec):
+    """A codec for moving what a store holds (import, copy, retention's rewritten versions and repaired
+    snapshots), so that what it writes is exactly what was stored, whatever classes this process knows.
+
+    A value decodes as far as events can reach into it and no further: dicts (also those stored as
+    "$dict" pairs, which events may set keys of), lists, and numbers ("$bigint" and "$float" too, which an
+    incr adds to). Every other tagged form (tuples, sets, enums, objects, dates, bytes, ...) stays its
+    stored JSON, as a `Stored` value that encodes back to exactly that: an enum whose class this process
+    does not know would otherwise decode to its plain value and be written back as such. NaN and
+    infinities are allowed: it only writes what was stored."""
+
+    def __init__(self) -> None:
+        super().__init__(allow_nan=True)
+
+    def _from_tag(self, tag: str, body: Any) -> Any:
+        if tag in _STORED_AS_IS:
+            return Stored({tag: body})
+        return super()._from_tag(tag, body)
+
+    def _other(self, v: Any, t: type, depth: int) -> Any:
+        if t is Stored:
+            return v.data
+        return super()._other(v, t, depth)
+
+
+_STORED_AS_IS = frozenset(("$tuple", "$set", "$frozenset", "$datetime", "$date", "$time", "$timedelta", "$uuid",
+                           "$decimal", "$bytes", "$bytearray", "$enum", "$object"))
+
+
+class Stored:
+    """A tagged value kept as its stored JSON data (see StoredCodec); equal and hashed by that JSON, so it
+    can be a dict key as the value it stands for was."""
+
+    __slots__ = ("data", "_text")
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self._text = orjson.dumps(data)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Stored and other._text == self._text
+
+    def __hash__(self) -> int:
+        return hash(self._text)
+
+    def __repr__(self) -> str:
+        return f"Stored({self._text.decode()})"
+
+
 def _has_tags(text: str | bytes) -> bool:
     return (_TAG_MARK in text) if isinstance(text, str) else (b'{"$' in text)
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Union
 import orjson
 
 from .checkpoint import format_time, utc_now
+from .codec import StoredCodec
 from .diffing import MISSING, value_at
 from .errors import InvalidArgumentError, VersionInUseError, VersionNotFoundError
 from .integrity import ROOT, version_checksum
@@ -190,6 +191,8 @@ class _Rewrite:
     def __init__(self, core: Core, journal: Journal, row: StreamRow, chain: list[StreamRow],
                  own: list[VersionRow], doomed: set[int], forks: list[tuple[StreamRow, int]]) -> None:
         self.core, self.journal, self.row, self.chain = core, journal, row, chain
+        # states it rebuilds are written back: as stored, whatever classes this process knows
+        self.codec = StoredCodec()
         self.rows_by_id = {row.id: row, **{desc.id: desc for desc, _ in forks}}
         self.own = own
         self.own_rows = {r.version: r for r in own}
@@ -247,10 +250,10 @@ class _Rewrite:
         """Whether a path exists in the state before the run (the previous kept version's)."""
         previous = self._previous_kept(run.versions[0])
         segments = segments_for(self.chain, previous)
-        return lambda path: value_at(self.journal, self.core.codec, segments, path, previous) is not MISSING
+        return lambda path: value_at(self.journal, self.codec, segments, path, previous) is not MISSING
 
     def _plan_rewrite(self, run: _Run) -> None:
-        codec, policy = self.core.codec, self.core.policy
+        codec, policy = self.codec, self.core.policy
         previous = self._previous_kept(run.versions[0])
         before = materialize(self.journal, codec, self.chain, previous, policy)[0] if previous else {}
         after = materialize(self.journal, codec, self.chain, run.w, policy)[0]
@@ -337,10 +340,10 @@ class _Rewrite:
             return None
         if literal:
             core = self.core
-            state = materialize(self.journal, core.codec, core.lineage(self.journal, owner), version, core.policy)[0]
+            state = materialize(self.journal, self.codec, core.lineage(self.journal, owner), version, core.policy)[0]
             written = {}
             for key in literal:
-                raw = core.codec.encode(state[key])
+                raw = self.codec.encode(state[key])
                 keys[key].size = len(raw)
                 written[key] = orjson.Fragment(raw)
             # in the manifest's order, which is the state's: a restore from literal keys alone takes their

@@ -457,3 +457,17 @@ def test_plain_json_is_stored_as_itself(store: eventckpt.Store, store_target: st
         assert raw.one("SELECT value FROM events") == '{"role":"user","n":[1,2.5,null,true]}'
         extract = "json_extract(value, '$.role')" if raw.kind == "sqlite" else "value::json ->> 'role'"
         assert raw.one(f"SELECT {extract} FROM events") == "user"
+
+
+def test_stored_codec_writes_back_exactly_what_was_stored() -> None:
+    """StoredCodec (what copy, import and retention write with) encodes a decoded stored value back to the
+    same JSON bytes whatever classes it knows, while dicts (pairs ones too), lists and numbers stay editable."""
+    from eventckpt.codec import Stored, StoredCodec
+
+    stored = Codec([Color, Level, Point, Span, Frozen], allow_nan=True).encode({**EXACT, "nan": float("nan")})
+    codec = StoredCodec()
+    value = codec.decode(stored)
+    assert codec.encode(value) == stored and codec.encode(codec.copy(value)) == stored
+    assert type(value["enum"]) is Stored and type(value["int_keys"]) is dict and value["ints"][4] == 2**64
+    value["int_keys"]["three"] = 3  # an event's set through a dict stored as pairs
+    assert orjson.loads(codec.encode(value["int_keys"])) == {"$dict": [[1, "one"], [2, "two"], ["three", 3]]}

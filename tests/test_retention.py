@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import enum
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 import eventckpt
 from eventckpt import SnapshotPolicy, ToolRegistry
 
-from .conftest import RawSQL, journal_rows
+from .conftest import RawSQL, journal_rows, strict_equal
 
 SMALL = SnapshotPolicy(min_tail_bytes=2048, event_overhead=16, share_min_bytes=256)
 
@@ -476,3 +478,32 @@ def test_a_repaired_snapshot_keeps_the_key_order(store_target: str) -> None:
             assert list(other.stream("t").state(4)) == ["config", "step"]
         assert store.verify().ok, store.verify().problems
 
+
+class Color(enum.Enum):
+    RED = 1
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+
+
+def test_retention_in_a_process_that_does_not_know_the_types_keeps_them(store_target: str) -> None:
+    """A prune by a Store not given the state's classes (types=) writes rewritten versions and repaired
+    snapshots as they were stored: a Store that knows the classes still restores enums and objects."""
+    policy = SnapshotPolicy.every_version(share_min_bytes=16)
+    with eventckpt.open(store_target, types=[Color, Point], snapshots=policy) as store:
+        stream = store.stream("t")
+        expected = {}
+        for i in range(8):
+            cp = stream.save({"color": Color.RED, "where": Point(1), "keys": {(1, 2): Point(2)}, "step": i,
+                              "big": "z" * (4000 if i == 2 else 1)})
+            expected[cp.version] = stream.state(cp.version)
+    with eventckpt.open(store_target, snapshots=policy) as blind:
+        assert blind.stream("t").prune(keep_last=2).removed == tuple(range(1, 7))
+    with eventckpt.open(store_target, types=[Color, Point]) as store:
+        stream = store.stream("t")
+        assert _folded(stream, 7) == "rewrite"
+        for version in (7, 8):
+            assert strict_equal(stream.state(version), expected[version]), version
+        assert store.verify().ok
