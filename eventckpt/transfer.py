@@ -20,7 +20,9 @@ from its ancestors), so the export stands alone; with forks, every fork below it
 line naming its parent and fork version, then its own versions. Values are the stored JSON, embedded
 as is (tagged forms included). Import replays every version through the ordinary write path with the
 exported time, name, metadata, usage and checkpoint id, so each version's state is identical and its
-snapshots follow the importing store's policy. Version numbers are kept, holes included (retention
+snapshots follow the importing store's policy. It folds and writes values in their stored form
+(codec.StoredCodec), so what it stores (snapshots and metadata included) is exactly what was exported,
+whatever classes (types=) the importing process knows, NaN included. Version numbers are kept, holes included (retention
 folds removed versions into the next kept one), and each imported version must reproduce its exported
 checksum, which chains over the versions before it: a version missing from the lines is refused. The
 whole import is one transaction.
@@ -37,11 +39,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .checkpoint import parse_time
+from .checkpoint import format_time, parse_time, utc_now
 from .checks import check_new_name, check_usage
+from .codec import StoredCodec
 from .commit import commit
+from .core import Core
 from .errors import InvalidArgumentError, StreamExistsError
-from .journal import Segment, StreamRow
+from .journal import Journal, Segment, StreamRow
 from .ops import DELETE, EXTEND, INCR, OPS, TRUNCATE
 from .paths import from_text
 
@@ -111,13 +115,30 @@ def import_lines(store: Store, lines: Iterable[bytes | str], progress: Callable[
 
     The whole import is one write transaction (Core.batch): a bad line, an exception or a killed
     process leaves the file as it was, never a partial stream. Other writers wait for it."""
+    return _import_batch(store, lines, progress, None)
+
+
+def _import_batch(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None,
+                  finish: Callable[[Journal], None] | None) -> list[str]:
+    """Import in one transaction; `finish(journal)` writes more in it before it commits (copy: a tree's
+    LangGraph rows)."""
     created: dict[str, int] = {}  # stream -> its last imported version (its fork version at first)
-    with store.core.batch():
-        _import(store, lines, progress, created)
+    # Versions are committed through a core of their own on the store's connections whose codec writes
+    # values, metadata and the snapshots it makes exactly as they were exported: the Store's codec would
+    # turn an enum or object whose class it was not given into plain data (and NaN may not be allowed).
+    core = Core(store.core.backend, StoredCodec(), store.core.policy)
+    try:
+        with store.core.session(), core.batch() as journal:
+            _import(core, lines, progress, created)
+            if finish is not None:
+                finish(journal)
+    except BaseException:
+        store.core.forget_all()  # it may have cached rows of streams the rollback took away
+        raise
     return list(created)
 
 
-def _import(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None, created: dict[str, int]) -> None:
+def _import(core: Core, lines: Iterable[bytes | str], progress: Callable[[int], None] | None, created: dict[str, int]) -> None:
     header, end = True, None
     seen = {"streams": 0, "versions": 0, "events": 0}
     number = 0
@@ -143,10 +164,10 @@ def _import(store: Store, lines: Iterable[bytes | str], progress: Callable[[int]
                 raise InvalidArgumentError("line", number, f"the end line says the export holds {expected}, but it holds {seen}")
             end = number
         elif "version" in record:
-            seen["events"] += _import_version(store, record, number, created)
+            seen["events"] += _import_version(core, record, number, created)
             seen["versions"] += 1
         else:
-            _import_stream(store, record, number, created)
+            _import_stream(core, record, number, created)
             seen["streams"] += 1
     if header:
         raise InvalidArgumentError("export", "empty", "there is nothing to import: not even the export's first line")
@@ -181,24 +202,24 @@ def _time(record: dict[str, Any], number: int) -> str:
     return created_at
 
 
-def _import_stream(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> None:
+def _import_stream(core: Core, record: dict[str, Any], number: int, created: dict[str, int]) -> None:
     name = _field(record, "stream", (str,), number)
     parent = _field(record, "parent", (str, type(None)), number)
     created_at = _time(record, number)
     removed = _field(record, "removed_head", (int, type(None)), number)
     if removed is not None and removed < 1:
         raise InvalidArgumentError("line", number, f"removed_head {removed} is not a version number")
-    if store.stream(name).exists():
-        raise StreamExistsError(name)
-    if name in created:
-        raise InvalidArgumentError("line", number, f"stream {name!r} comes twice")
-    with store.core.session() as journal:  # the import's batch: one transaction
-        row = _create(journal, store, name, parent, record, number, created, created_at)
+    with core.session() as journal:  # the import's batch: one transaction
+        if journal.stream(name) is not None:
+            raise StreamExistsError(name)
+        if name in created:
+            raise InvalidArgumentError("line", number, f"stream {name!r} comes twice")
+        row = _create(journal, core, name, parent, record, number, created, created_at)
         if removed is not None:  # before its versions: the next version after the import is numbered above it
             journal.set_removed_head(row, removed)
 
 
-def _create(journal: Any, store: Store, name: str, parent: str | None, record: dict[str, Any], number: int,
+def _create(journal: Journal, core: Core, name: str, parent: str | None, record: dict[str, Any], number: int,
             created: dict[str, int], created_at: str) -> StreamRow:
     if parent is None:
         row = journal.create_stream(check_new_name(name), created_at)
@@ -207,13 +228,19 @@ def _create(journal: Any, store: Store, name: str, parent: str | None, record: d
         raise InvalidArgumentError("line", number, f"stream {name!r} forks from {parent!r}, which this import has not created")
     else:
         at = _field(record, "fork_version", (int,), number)
-        store.stream(parent).fork(at=at, task_id=name)
-        row = journal.stream(name)
+        found = journal.stream_and_head(parent)
+        assert found is not None, "this import created it"
+        above, head = found
+        owner = core.owner(journal, above, at) if 0 < at <= head else None
+        if not (at == 0 or owner is not None and journal.version_row(owner, at) is not None):
+            raise InvalidArgumentError("line", number, f"stream {name!r} forks from version {at} of {parent!r},"
+                                       " which the import has not given it")
+        row = journal.create_stream(check_new_name(name), format_time(utc_now()), above, at)
         created[name] = at
     return row
 
 
-def _import_version(store: Store, record: dict[str, Any], number: int, created: dict[str, int]) -> int:
+def _import_version(core: Core, record: dict[str, Any], number: int, created: dict[str, int]) -> int:
     """Import one version line; returns its number of events."""
     name = _field(record, "stream", (str,), number)
     if name not in created:
@@ -221,7 +248,7 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
     version = _field(record, "version", (int,), number)
     if version <= created[name]:  # holes are fine (retention leaves them); going back is not
         raise InvalidArgumentError("line", number, f"version {version} of {name!r} does not come after version {created[name]}")
-    codec = store.codec
+    codec = core.codec
     recorded = []
     for event in _field(record, "events", (list,), number):
         if type(event) is not list or len(event) != 3 or event[0] not in OPS or type(event[1]) is not str:
@@ -244,7 +271,7 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
     usage = check_usage(_field(record, "usage", (dict, type(None)), number)) or {}
     created_at = _time(record, number)
     commit(
-        store.core, name, lambda head: recorded, True, lambda prev: usage,
+        core, name, lambda head: recorded, True, lambda prev: usage,
         metadata=codec.decode(orjson.dumps(metadata)) if metadata is not None else None,
         name=_field(record, "name", (str, type(None)), number), auto=_field(record, "auto", (bool,), number),
         expected_version=None, at=version, checkpoint_id=_field(record, "checkpoint_id", (str, type(None)), number),
@@ -252,7 +279,7 @@ def _import_version(store: Store, record: dict[str, Any], number: int, created: 
     )
     created[name] = version
     if checksum is not None:  # it chains over every version before: a missing one shows here
-        with store.core.session() as journal:
+        with core.session() as journal:
             row = journal.stream(name)
             vrow = journal.version_row(row, version) if row else None
         if vrow is None or vrow.checksum.hex() != checksum:

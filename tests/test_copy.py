@@ -125,3 +125,20 @@ def test_moved_checkpoint_ids_travel(tmp_path: Path, pg_target: str) -> None:
     for target in (pg_target, last):
         with EventCkptSaver(target) as saver:
             assert seen(saver) == before, target
+
+
+def test_registered_types_and_nan_travel_as_stored(tmp_path: Path, new_target: Callable[[], str]) -> None:
+    """copy into a store given neither the classes nor allow_nan keeps enums, objects and NaN in values and
+    metadata as they were stored (snapshots it writes included): a store that knows the classes restores them."""
+    from .test_export_import import Color, Point, typed_history
+
+    source, target = tmp_path / "src.db", new_target()
+    with eventckpt.open(source, types=[Color, Point], allow_nan=True) as store:
+        typed_history(store)
+    with eventckpt.open(target, snapshots=eventckpt.SnapshotPolicy.every_version(share_min_bytes=0)) as blind:
+        assert eventckpt.copy(source, blind).streams == ("typed",)
+    with eventckpt.open(source, types=[Color, Point], allow_nan=True) as a, \
+            eventckpt.open(target, types=[Color, Point], allow_nan=True) as b:
+        same_streams(a, b, ["typed"])
+        assert type(b.stream("typed").get(1).metadata["color"]) is Color and b.verify().ok
+    assert checksums(source) == checksums(target)
