@@ -99,9 +99,10 @@ JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead 
 
 @contextmanager
 def _open(path: str, *, create: bool = False) -> Iterator[eventckpt.Store]:
-    """The store at `path`. Only `demo` and `import` create one: every other command refuses a missing or
-    empty file (StoreNotFoundError) and leaves it as it was. NaN and infinities are allowed: commands only
-    show and copy what a program stored (with allow_nan=True, maybe), never values of their own."""
+    """The store at `path`. Only `demo`, `import` and `copy` (its target) create one: every other command
+    refuses a missing or empty file (StoreNotFoundError) and leaves it as it was. NaN and infinities are
+    allowed: commands only show and copy what a program stored (with allow_nan=True, maybe), never values
+    of their own."""
     with eventckpt.open(path, create=create, allow_nan=True) as store:
         yield store
 
@@ -402,20 +403,9 @@ def import_(path: str, source: Any, as_json: bool) -> None:
         done += n
         progress(done, size)
 
-    local = not is_postgres(path)  # a database is one transaction: nothing to undo
-    existed = local and os.path.exists(path)
-    fresh = local and (not existed or os.path.getsize(path) == 0)
     try:
-        with _open(path, create=True) as store:
-            try:
-                names = store.import_lines(source, progress=step if size else None)
-            except BaseException:
-                fresh = fresh and _holds_nothing(store)  # another process may have written meanwhile
-                raise
-    except BaseException:
-        if fresh:  # the store this import created holds nothing: leave the path as it was
-            _unmake_store(path, existed)
-        raise
+        with _target(path) as store:
+            names = store.import_lines(source, progress=step if size else None)
     finally:
         progress.close()
     if as_json:
@@ -430,21 +420,43 @@ def import_(path: str, source: Any, as_json: bool) -> None:
 @JSON
 def copy(source: str, target: str, as_json: bool) -> None:
     """Copy every stream of SRC into DST (created if missing), between engines in either direction:
-    version numbers, times, checksums and LangGraph threads are kept. One stream tree at a time, each all
-    or nothing; streams DST already has are refused before anything is written. SRC and DST are files or
-    postgresql:// URLs (eventckpt copy agent.db postgresql://me@db-host/agents).
+    version numbers, times, checksums, the streams' order and LangGraph threads are kept, and values as
+    stored. All or nothing (one transaction of DST): a failed or killed copy leaves DST as it was, so it
+    can be run again; streams DST already has are refused before anything is written. SRC and DST are
+    files or postgresql:// URLs (eventckpt copy agent.db postgresql://me@db-host/agents).
 
     Example: eventckpt copy agent.db backup.db
     """
     progress = _Progress("copying")
     try:
-        copied = eventckpt.copy(source, target, progress=progress)
+        with _open(source) as src, _target(target) as dst:
+            copied = eventckpt.copy(src, dst, progress=progress)
     finally:
         progress.close()
     if as_json:
         emit_json({"streams": list(copied.streams), "versions": copied.versions})
     else:
         click.echo(f"copied {len(copied.streams)} streams, {copied.versions} versions")
+
+
+@contextmanager
+def _target(path: str) -> Iterator[eventckpt.Store]:
+    """The store at `path`, created if missing, for a command that writes all or nothing (import, copy):
+    when the command fails and a file it created holds nothing, the path is left as it was."""
+    local = not is_postgres(path)  # a database is one transaction: nothing to undo
+    existed = local and os.path.exists(path)
+    fresh = local and (not existed or os.path.getsize(path) == 0)
+    try:
+        with _open(path, create=True) as store:
+            try:
+                yield store
+            except BaseException:
+                fresh = fresh and _holds_nothing(store)  # another process may have written meanwhile
+                raise
+    except BaseException:
+        if fresh:  # the store this command created holds nothing: leave the path as it was
+            _unmake_store(path, existed)
+        raise
 
 
 def _holds_nothing(store: eventckpt.Store) -> bool:
@@ -455,7 +467,7 @@ def _holds_nothing(store: eventckpt.Store) -> bool:
 
 
 def _unmake_store(path: str, existed: bool) -> None:
-    """Undo the store a failed import created (closed, holding nothing): a path that did not exist is
+    """Undo the store a failed import or copy created (closed, holding nothing): a path that did not exist is
     removed, an empty file it was given is emptied again. When SQLite left its -wal/-shm files, another
     connection has the file open, and it stays."""
     if any(os.path.exists(path + suffix) for suffix in ("-wal", "-shm", "-journal")):

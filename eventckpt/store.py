@@ -234,9 +234,11 @@ def copy(source: Any, target: Any, *, progress: Callable[[int, int], None] | Non
     """Copy every stream of the store `source` into the store `target` (each a Store, or anything
     eventckpt.open takes: a file path, a postgresql:// URL, a psycopg connection or pool), keeping version
     numbers, times, names, metadata, usage and checksums, and the LangGraph saver's threads and pending
-    writes: between engines in either direction. One stream tree is one transaction of the target; names
-    the target already holds are refused before anything is written. `progress(done, total)` counts lines
-    of the transfer. Returns the streams and versions copied."""
+    writes: between engines in either direction. Values and metadata are copied as stored, whatever classes
+    either Store was given. The copy is one transaction of the target (other writers of it wait): an
+    error or a killed process leaves the target as it was, so the copy can be run again. Names the target
+    already holds are refused before anything is written. `progress(done, total)` counts lines of the
+    transfer. Returns the streams and versions copied."""
     opened: list[Store] = []
 
     def store_of(x: Any, create: bool) -> Store:

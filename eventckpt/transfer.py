@@ -27,8 +27,8 @@ folds removed versions into the next kept one), and each imported version must r
 checksum, which chains over the versions before it: a version missing from the lines is refused. The
 whole import is one transaction.
 
-`copy(source, target)` moves a whole store between engines (SQLite <-> PostgreSQL) the same way, one stream
-tree per transaction, with the LangGraph saver's threads and pending writes.
+`copy(source, target)` moves a whole store between engines (SQLite <-> PostgreSQL) the same way, in one
+transaction of the target, with the LangGraph saver's threads and pending writes.
 """
 
 from __future__ import annotations
@@ -66,6 +66,11 @@ def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes
             todo += [(r, journal.stream_and_head(r.name)[1], r) for r in core.subtree(journal, row)[1:]]
         todo.sort(key=lambda t: t[0].id)  # a parent before its forks
         removed = {r.id: journal.removed_head(r) or None for r, _, _ in todo}
+    yield from _lines(store, todo, removed)
+
+
+def _lines(store: Store, todo: list[tuple[StreamRow, int, StreamRow | None]], removed: dict[int, int | None]) -> Iterator[bytes]:
+    """The export of `todo`: (stream, its head, itself when it is exported as a fork, else None), parents first."""
     yield orjson.dumps({"eventckpt": "export", "format": FORMAT}) + b"\n"
     counts = {"versions": 0, "events": 0}
     for stream, upto, fork in todo:
@@ -297,11 +302,22 @@ class Copied:
 
 
 def copy(source: Store, target: Store, progress: Callable[[int, int], None] | None = None) -> Copied:
-    """See eventckpt.copy."""
+    """See eventckpt.copy.
+
+    The whole copy is one transaction of the target, as an import is: every stream with its versions, and
+    the LangGraph saver's rows (a thread's tree, pending writes, moved checkpoint ids) with them, so an
+    error, a killed process or a dropped connection leaves the target as it was and the copy can simply
+    be run again. (Copied a tree at a time, a copy cut short left trees whose threads the saver could not
+    find, and names a re-run refused.) Streams are created in the source's order, so `streams()` and
+    `summaries()` list them as the source does. Other writers of the target wait for it."""
     with source.core.session() as journal, journal.read():
-        rows = journal.streams_all()
+        rows = journal.streams_all()  # oldest first
+        heads = {r.id: journal.stream_and_head(r.name)[1] for r in rows}
+        removed = {r.id: journal.removed_head(r) or None for r in rows}
         total = journal.totals()["versions"]
         namespaces = journal.langgraph_namespaces()
+        writes = {(t, ns): journal.langgraph_all_writes(t, ns) for t, ns, _ in namespaces}
+        moved = [m for r in rows if r.parent_id is None for m in journal.langgraph_moved_ids(r.tree_id)]
     names = [r.name for r in rows]
     with target.core.session() as journal:
         taken = [n for n in names if journal.stream(n) is not None]
@@ -310,8 +326,7 @@ def copy(source: Store, target: Store, progress: Callable[[int, int], None] | No
         clash = [(t, ns) for t, ns, _ in namespaces if journal.langgraph_tree(t, ns) is not None]
         if clash:
             raise InvalidArgumentError("target", target.path, f"already has the LangGraph thread {clash[0][0]!r}")
-    roots = [r for r in rows if r.parent_id is None]
-    lines_total = total + len(rows) + 2 * len(roots)  # per tree: a header, a line per stream and version, an end
+    lines_total = total + len(rows) + 2  # a header, a line per stream and per version, an end
     done = 0
 
     def counted(lines: Iterator[bytes]) -> Iterator[bytes]:
@@ -322,21 +337,19 @@ def copy(source: Store, target: Store, progress: Callable[[int, int], None] | No
                 progress(done, lines_total)
             yield line
 
-    copied: list[str] = []
-    for root in roots:  # a tree at a time, each in one transaction of the target
-        copied += import_lines(target, counted(export(source, root.name, forks=True)), None)
-    with source.core.session() as journal:
-        writes = {(t, ns): journal.langgraph_all_writes(t, ns) for t, ns, _ in namespaces}
-        moved = [m for root in roots for m in journal.langgraph_moved_ids(root.tree_id)]
-    with target.core.session() as journal, journal.write():
+    def threads(journal: Journal) -> None:
+        """The LangGraph rows, in the transaction of the streams they point at."""
         for thread_id, ns, root_name in namespaces:
             root = journal.stream(root_name)
-            assert root is not None
+            assert root is not None, "copied just before"
             journal.langgraph_set_tree(thread_id, ns, root.tree_id)
             for checkpoint_id, task_id, task_path, text in writes[(thread_id, ns)]:
                 journal.langgraph_set_writes(thread_id, ns, checkpoint_id, task_id, task_path, text, replace=True)
         for name, version, checkpoint_id in moved:  # ids a later put of the same id took away
             row = journal.stream(name)
-            assert row is not None
+            assert row is not None, "copied just before"
             journal.langgraph_set_moved(row, version, checkpoint_id)
-    return Copied(tuple(copied), done - len(rows) - 2 * len(roots))
+
+    todo = [(r, heads[r.id], r if r.parent_id is not None else None) for r in rows]
+    copied = _import_batch(target, counted(_lines(source, todo, removed)), None, threads)
+    return Copied(tuple(copied), done - len(rows) - 2)

@@ -142,3 +142,78 @@ def test_registered_types_and_nan_travel_as_stored(tmp_path: Path, new_target: C
         same_streams(a, b, ["typed"])
         assert type(b.stream("typed").get(1).metadata["color"]) is Color and b.verify().ok
     assert checksums(source) == checksums(target)
+
+
+KILLED_COPY = """
+import os, signal, sys
+import eventckpt
+source, target, prefix, n = sys.argv[1:]
+store = eventckpt.open(target)
+seen = [0]
+def hook(cursor, sql, bindings):
+    if sql.startswith(prefix):
+        seen[0] += 1
+        if seen[0] == int(n):
+            os.kill(os.getpid(), signal.SIGKILL)
+    return True
+store.core.backend.journal.conn.exec_trace = hook
+eventckpt.copy(source, store)
+"""
+
+
+@pytest.mark.parametrize("kill_at", [("INSERT INTO versions", 5), ("INSERT INTO versions", 40),
+                                     ("INSERT INTO langgraph_threads", 1)])
+def test_a_killed_copy_leaves_the_target_as_it_was_and_runs_again(tmp_path: Path, kill_at: tuple[str, int]) -> None:
+    """A copy SIGKILLed midway (among the streams, or writing the LangGraph threads after them) leaves
+    nothing in the target, so no thread is left that the saver cannot find; run again, it copies everything."""
+    source, target = tmp_path / "src.db", tmp_path / "dst.db"
+    config = {"configurable": {"thread_id": "t"}}
+    with EventCkptSaver(source) as saver:
+        app = loop_graph(3).compile(checkpointer=saver)
+        app.invoke({"messages": [], "step": 0, "total": 0}, config)
+        before = [(h.values, h.config["configurable"]["checkpoint_id"]) for h in app.get_state_history(config)]
+    with eventckpt.open(source) as store:
+        history(store)
+        names = store.streams()
+    with eventckpt.open(target) as store:
+        store.stream("mine").save({"x": 1})
+    done = subprocess.run([sys.executable, "-c", KILLED_COPY, str(source), str(target), *map(str, kill_at)],
+                          capture_output=True, timeout=120)
+    assert done.returncode == -9, done.stderr.decode()
+    with eventckpt.open(target) as store:
+        assert store.streams() == ["mine"] and store.verify().ok
+    assert set(eventckpt.copy(source, target).streams) == set(names)
+    with EventCkptSaver(target) as saver:
+        app = loop_graph(3).compile(checkpointer=saver)
+        assert [(h.values, h.config["configurable"]["checkpoint_id"]) for h in app.get_state_history(config)] == before
+    with eventckpt.open(source) as a, eventckpt.open(target) as b:
+        same_streams(a, b, names)
+        assert b.streams() == ["mine", *names] and b.verify().ok
+
+
+def test_the_copy_command_copies_what_was_stored_or_nothing(tmp_path: Path) -> None:
+    """`eventckpt copy` copies NaN a program stored (allow_nan=True); a copy that fails midway (a damaged
+    source version) leaves no file where it created the target, and nothing in an existing one."""
+    source, target, again = tmp_path / "src.db", tmp_path / "dst.db", tmp_path / "new.db"
+    with eventckpt.open(source, allow_nan=True) as store:
+        store.stream("a").save({"v": 1})
+        store.stream("b").save({"v": float("nan")}, metadata={"score": float("nan")})
+        store.stream("c").save({"v": 3})
+
+    def run(dst: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "eventckpt", "copy", str(source), str(dst)],
+                              capture_output=True, text=True, timeout=120)
+
+    done = run(target)
+    assert done.returncode == 0 and done.stdout.startswith("copied 3 streams"), done.stderr
+    with eventckpt.open(source, allow_nan=True) as a, eventckpt.open(target, allow_nan=True) as b:
+        same_streams(a, b, ["a", "b", "c"])
+    with RawSQL(source) as raw:  # "b" no longer matches its checksum: the copy fails after "a"
+        raw.execute("UPDATE events SET value = '2' WHERE stream_id = (SELECT id FROM streams WHERE name = 'b')")
+    failed = run(again)
+    assert failed.returncode == 1 and "checksum" in failed.stderr and not again.exists(), failed.stderr
+    with eventckpt.open(again) as store:
+        store.stream("mine").save({"x": 1})
+    assert run(again).returncode == 1
+    with eventckpt.open(again) as store:
+        assert store.streams() == ["mine"]
