@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .checkpoint import format_time, parse_time, utc_now
+from .checkpoint import parse_time
 from .checks import check_new_name, check_usage
 from .codec import StoredCodec
 from .commit import commit
@@ -240,7 +240,7 @@ def _create(journal: Journal, core: Core, name: str, parent: str | None, record:
         if not (at == 0 or owner is not None and journal.version_row(owner, at) is not None):
             raise InvalidArgumentError("line", number, f"stream {name!r} forks from version {at} of {parent!r},"
                                        " which the import has not given it")
-        row = journal.create_stream(check_new_name(name), format_time(utc_now()), above, at)
+        row = journal.create_stream(check_new_name(name), created_at, above, at)  # its time, not the import's
         created[name] = at
     return row
 

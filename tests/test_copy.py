@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -217,3 +218,23 @@ def test_the_copy_command_copies_what_was_stored_or_nothing(tmp_path: Path) -> N
     assert run(again).returncode == 1
     with eventckpt.open(again) as store:
         assert store.streams() == ["mine"]
+
+
+def test_streams_keep_their_creation_times_and_order(tmp_path: Path, new_target: Callable[[], str]) -> None:
+    """After a copy, forks keep their creation time (not the copy's), and streams() (oldest first),
+    summaries() and summaries(before=...) list the streams as the source does, across stream trees."""
+    source, target = tmp_path / "src.db", new_target()
+    with eventckpt.open(source) as store:
+        store.stream("A").save({"x": 1})
+        store.stream("B").save({"x": 2})
+        store.stream("A").fork(at=1, task_id="A2").save({"y": 1})
+        store.stream("A2").fork(at=1, task_id="A3")
+    time.sleep(0.01)  # a fork made again at the copy would carry a later time
+    eventckpt.copy(source, target)
+
+    def listed(path: str | Path) -> Any:
+        with eventckpt.open(path) as store:
+            return (store.streams(), [(s.task_id, s.created_at, s.updated_at) for s in store.summaries()],
+                    [s.task_id for s in store.summaries(before="B")], [s.created_at for s in store.tree("A")])
+
+    assert listed(target) == listed(source)

@@ -9,6 +9,7 @@ import enum
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -291,3 +292,13 @@ def test_an_import_stores_exactly_what_was_exported(named: dict[str, str]) -> No
         same_streams(src, dst, ["typed"])
         assert type(dst.stream("typed").state(4)["log"][0][1]) is Color and dst.verify().ok
         assert list(dst.export("typed")) == lines
+
+
+def test_forks_keep_their_creation_time(named: dict[str, str]) -> None:
+    """An imported fork's created_at is the exported one, not the time of the import."""
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"]) as dst:
+        history(src)
+        lines = list(src.export("main", forks=True))
+        time.sleep(0.01)
+        dst.import_lines(lines)
+        assert [(s.task_id, s.created_at) for s in dst.tree("main")] == [(s.task_id, s.created_at) for s in src.tree("main")]
