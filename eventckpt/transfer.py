@@ -22,10 +22,10 @@ as is (tagged forms included). Import replays every version through the ordinary
 exported time, name, metadata, usage and checkpoint id, so each version's state is identical and its
 snapshots follow the importing store's policy. It folds and writes values in their stored form
 (codec.StoredCodec), so what it stores (snapshots and metadata included) is exactly what was exported,
-whatever classes (types=) the importing process knows, NaN included. Version numbers are kept, holes included (retention
-folds removed versions into the next kept one), and each imported version must reproduce its exported
-checksum, which chains over the versions before it: a version missing from the lines is refused. The
-whole import is one transaction.
+whatever classes (types=) the importing process knows, NaN included. Times are stored in the store's UTC
+form. Version numbers are kept, holes included (retention folds removed versions into the next kept
+one), and each imported version must reproduce its exported checksum, which chains over the versions
+before it: a version missing from the lines is refused. The whole import is one transaction.
 
 `copy(source, target)` moves a whole store between engines (SQLite <-> PostgreSQL) the same way, in one
 transaction of the target, with the LangGraph saver's threads and pending writes.
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .checkpoint import parse_time
+from .checkpoint import format_time, parse_time
 from .checks import check_new_name, check_usage
 from .codec import StoredCodec
 from .commit import commit
@@ -69,8 +69,10 @@ def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes
     yield from _lines(store, todo, removed)
 
 
-def _lines(store: Store, todo: list[tuple[StreamRow, int, StreamRow | None]], removed: dict[int, int | None]) -> Iterator[bytes]:
-    """The export of `todo`: (stream, its head, itself when it is exported as a fork, else None), parents first."""
+def _lines(store: Store, todo: list[tuple[StreamRow, int, StreamRow | None]],
+           removed: dict[int, int | None]) -> Iterator[bytes]:
+    """The export of `todo`: (stream, its head, itself when it is exported as a fork, else None), parents
+    first; `removed` maps a stream's id to its removed head (None: none)."""
     yield orjson.dumps({"eventckpt": "export", "format": FORMAT}) + b"\n"
     counts = {"versions": 0, "events": 0}
     for stream, upto, fork in todo:
@@ -125,7 +127,7 @@ def import_lines(store: Store, lines: Iterable[bytes | str], progress: Callable[
 
 def _import_batch(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None,
                   finish: Callable[[Journal], None] | None) -> list[str]:
-    """Import in one transaction; `finish(journal)` writes more in it before it commits (copy: a tree's
+    """Import in one transaction; `finish(journal)` writes more in it before it commits (copy: the
     LangGraph rows)."""
     created: dict[str, int] = {}  # stream -> its last imported version (its fork version at first)
     # Versions are committed through a core of their own on the store's connections whose codec writes
@@ -199,12 +201,14 @@ def _field(record: dict[str, Any], name: str, types: tuple[type, ...], number: i
 
 
 def _time(record: dict[str, Any], number: int) -> str:
+    """The line's created_at in the store's form (UTC, microseconds, Z; a time without an offset is UTC, as
+    the store reads its own): a hand-written line may give another offset, and stored times are compared
+    as text (expire, log's order)."""
     created_at = _field(record, "created_at", (str,), number)
     try:
-        parse_time(created_at)
-    except ValueError:
+        return format_time(parse_time(created_at))
+    except (ValueError, OverflowError):
         raise InvalidArgumentError("line", number, f"created_at {created_at!r} is not an ISO-8601 time") from None
-    return created_at
 
 
 def _import_stream(core: Core, record: dict[str, Any], number: int, created: dict[str, int]) -> None:

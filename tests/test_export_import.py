@@ -98,13 +98,15 @@ def bad_exports(good: list[bytes]) -> dict[str, list[bytes]]:
         "incr of a string": good[:3] + [orjson.dumps({**version, "events": [["incr", "$.count", "x"]]})],
         "version out of order": good[:2] + [good[3]],
         "bad time": good[:3] + [orjson.dumps({**version, "created_at": "yesterday"})],
+        "time out of range": good[:3] + [orjson.dumps({**version, "created_at": "0001-01-01T00:00:00+05:00"})],
         "fork of a stranger": good[:2] + [orjson.dumps({"stream": "x", "parent": "nobody", "fork_version": 1})],
         "late failure": good + [orjson.dumps({**version, "stream": "fork", "version": 99})],
     }
 
 
 @pytest.mark.parametrize("case", ["not json", "no header", "unknown op", "bad path", "incr of a string",
-                                  "version out of order", "bad time", "fork of a stranger", "late failure"])
+                                  "version out of order", "bad time", "time out of range", "fork of a stranger",
+                                  "late failure"])
 def test_bad_imports_keep_nothing(named: dict[str, str], case: str) -> None:
     """A malformed export raises a typed error and leaves the target file as it was."""
     with eventckpt.open(named["a.db"]) as src:
@@ -302,3 +304,23 @@ def test_forks_keep_their_creation_time(named: dict[str, str]) -> None:
         time.sleep(0.01)
         dst.import_lines(lines)
         assert [(s.task_id, s.created_at) for s in dst.tree("main")] == [(s.task_id, s.created_at) for s in src.tree("main")]
+
+
+def test_times_with_an_offset_are_stored_in_utc(named: dict[str, str]) -> None:
+    """A hand-written line's created_at with another offset (or none: UTC) is stored as the same instant in
+    the store's UTC form, so times compare rightly (expire, log)."""
+    def line(version: int, created_at: str) -> dict[str, object]:
+        return {"stream": "t", "version": version, "created_at": created_at, "name": None, "auto": False,
+                "metadata": None, "usage": None, "checkpoint_id": None, "events": [["set", "$.a", version]]}
+
+    lines = [{"eventckpt": "export", "format": 2},
+             {"stream": "t", "parent": None, "fork_version": None, "created_at": "2024-01-01T05:00:00+05:00"},
+             line(1, "2024-01-01T10:00:00+05:00"), line(2, "2024-01-01T06:00:00"), line(3, "2024-01-01T03:00:00-05:00"),
+             {"eventckpt": "end", "streams": 1, "versions": 3, "events": 3}]
+    with eventckpt.open(named["b.db"]) as dst:
+        dst.import_lines([orjson.dumps(x) for x in lines])
+        stream = dst.stream("t")
+        assert dst.sql("SELECT created_at FROM versions ORDER BY version")[1] == [
+            ("2024-01-01T05:00:00.000000Z",), ("2024-01-01T06:00:00.000000Z",), ("2024-01-01T08:00:00.000000Z",)]
+        assert dst.summaries()[0].created_at == dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+        assert stream.expire(dt.datetime(2024, 1, 1, 7, tzinfo=dt.timezone.utc)).removed == (1, 2)
