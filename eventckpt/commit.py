@@ -97,6 +97,7 @@ def commit(
                 continue
             except HistoryRewritten:
                 core.forget_all()
+                attempt.hold = True
                 continue
             except CheckpointIdTaken:
                 core.forget(attempt.stream_id, task_id)
@@ -159,6 +160,7 @@ class _Attempt:
         self.head: Head | None = None
         self.pending: tuple[int, bytes, dict[str, int | float]] | None = None  # version, checksum, usage in flight
         self.created = ""
+        self.hold = False  # lost to a rewrite of history: hold retention off while building on the head
 
     def _writable(self, journal: Journal, optimistic: bool) -> tuple[StreamRow, Head]:
         core = self.core
@@ -167,6 +169,11 @@ class _Attempt:
             if hit is not None:
                 return hit
         found = journal.stream_and_head(self.task_id)
+        if found is not None and self.hold:
+            # A tree pruned over and over could refuse every attempt: the head is read, a rewrite commits,
+            # the append sees a new generation. Holding the tree keeps the next rewrite waiting instead.
+            journal.hold_tree(found[0].tree_id)
+            found = journal.stream_and_head(self.task_id)
         if found is None:
             if optimistic:  # a new stream is created inside the write transaction
                 raise _Stale()

@@ -206,6 +206,13 @@ class Journal(ABC):
         history (an engine may keep one number for a whole tree, or for all trees)."""
 
     @abstractmethod
+    def hold_tree(self, tree_id: int) -> None:
+        """Inside a write transaction, before reading the head a commit builds on: keep retention from
+        rewriting the tree's history until the transaction ends, while other commits go on (SQLite:
+        nothing to do, BEGIN IMMEDIATE holds the file's write lock; PostgreSQL: the tree's stream rows
+        FOR KEY SHARE, in lock_tree's order, which lock_tree's FOR UPDATE waits for)."""
+
+    @abstractmethod
     def lock_tree(self, tree_id: int) -> None:
         """Inside a write transaction, before reading what a rewrite of the tree's history will be
         planned from: wait for the tree's commits in flight, and hold the tree's writers off until the

@@ -332,6 +332,10 @@ class Tables(Engine):
     def rewritten_since(self, stream: StreamRef, generation: int) -> bool:
         return self.generation(stream) != generation  # other hosts commit without telling us: always read
 
+    def hold_tree(self, tree_id: int) -> None:
+        # shared with other commits; in lock_tree's order, so a rewrite waiting for it cannot deadlock with it
+        self._run("SELECT 1 FROM eventckpt.streams WHERE tree_id = %s ORDER BY stream_id FOR KEY SHARE", (tree_id,))
+
     def lock_tree(self, tree_id: int) -> None:
         # in one order (by stream id), so that two transactions locking one tree queue instead of deadlocking
         self._run("SELECT 1 FROM eventckpt.streams WHERE tree_id = %s ORDER BY stream_id FOR UPDATE", (tree_id,))

@@ -308,6 +308,9 @@ class Tables(Engine):
     def _saw_generation(self, generation: int) -> None:
         self._generation_seen = (generation, self.conn.data_version()) if self.in_transaction else None
 
+    def hold_tree(self, tree_id: int) -> None:
+        """BEGIN IMMEDIATE already holds the file's write lock."""
+
     def lock_tree(self, tree_id: int) -> None:
         """BEGIN IMMEDIATE already holds the file's write lock."""
 
