@@ -184,18 +184,24 @@ def test_classes_saved_in_threads_decode_in_every_store(named: dict[str, str]) -
 
     classes = [make(i) for i in range(16)]
     targets = [named[f"t{i % 4}.db"] for i in range(16)]
-    barrier = threading.Barrier(16)
+    barrier = threading.Barrier(16, timeout=120)  # a thread that failed to open breaks it: no hang
+    failed: list[BaseException] = []
 
     def work(i: int) -> None:
-        with eventckpt.open(targets[i]) as store:
-            barrier.wait()
-            store.stream(f"s{i}").save({"v": classes[i](i)})
+        try:
+            with eventckpt.open(targets[i]) as store:
+                barrier.wait()
+                store.stream(f"s{i}").save({"v": classes[i](i)})
+        except BaseException as exc:
+            failed.append(exc)
+            barrier.abort()
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    assert not failed, failed
     for i in range(16):
         with eventckpt.open(targets[i]) as store:
             assert store.stream(f"s{i}").state() == {"v": classes[i](i)}

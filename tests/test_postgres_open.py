@@ -226,3 +226,35 @@ def test_opening_while_the_server_is_down_waits_for_it(pg_target: str) -> None:
     assert "error" not in opened, opened
     with opened["store"] as store:
         assert store.stream("a").save({"x": 1}).version == 1
+
+
+def test_a_server_with_no_free_connection_slot_is_waited_for() -> None:
+    """A connection refused for want of a free slot (here the role's CONNECTION LIMIT) is not refused at
+    once like a missing database: open waits, and opens when a slot frees up within the timeout."""
+    server = TARGETS.server()
+    name = f"limited_{id(object())}"
+    TARGETS.admin(f"CREATE ROLE {name} LOGIN CONNECTION LIMIT 1")
+    TARGETS.admin(f"CREATE DATABASE {name} OWNER {name}")
+    url = f"postgresql://{name}@127.0.0.1:{server.port}/{name}"
+    try:
+        holder = psycopg.connect(url, autocommit=True)  # the role's only slot
+        opened: dict[str, Any] = {}
+
+        def open_store() -> None:
+            try:
+                opened["store"] = eventckpt.open(url, timeout=60, pool_size=1)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                opened["error"] = exc
+
+        thread = threading.Thread(target=open_store)
+        thread.start()
+        time.sleep(1.5)
+        assert thread.is_alive() and not opened  # waiting, not refused
+        holder.close()
+        thread.join(60)
+        assert "error" not in opened, opened
+        with opened["store"] as store:
+            assert store.stream("a").save({"x": 1}).version == 1
+    finally:
+        TARGETS.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        TARGETS.admin(f"DROP ROLE IF EXISTS {name}")

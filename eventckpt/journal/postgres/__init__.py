@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 import time
 import weakref
@@ -66,6 +67,12 @@ def describe(target: Any) -> str:
     return f"postgresql://{user}{info.get('host', '')}{port}/{info.get('dbname', '')}"
 
 
+# A server with no connection slot left answers, but a slot may free up in time: wait for it, as for a server
+# that is down. (Only the message tells: libpq keeps no SQLSTATE of a refused connection, 53300 here. A
+# server whose messages are not in English is then refused at once.)
+_FULL = re.compile(r"too many (?:clients|connections)|connection slots are reserved")
+
+
 class PostgresBackend(Backend):
     """A pool (eventckpt's own for a URL, or the caller's), or one connection the caller gave."""
 
@@ -108,16 +115,16 @@ class PostgresBackend(Backend):
 
     def _first_connection(self, target: str) -> psycopg.Error | None:
         """Connect once, before the pool does. A server that answers and refuses the connection (no such
-        database or role, authentication failed, no room) is reported at once: the pool would retry it in
-        the background until the timeout, and then call the server unreachable. A server that does not
-        answer, or answers that it is starting up or shutting down, may be back in time: its error is
-        returned, and the pool waits for it. (libpq gives no SQLSTATE for a failed connection; PQping tells
+        database or role, authentication failed) is reported at once: the pool would retry it in the
+        background until the timeout, and then call the server unreachable. A server that does not
+        answer, answers that it is starting up or shutting down, or has no connection slot free, may be
+        ready in time: its error is returned, and the pool waits for it. (libpq gives no SQLSTATE for a failed connection; PQping tells
         the two apart: any answer but "cannot connect now" means the server is up.)"""
         info = conninfo.make_conninfo(target, connect_timeout=str(max(2, math.ceil(self.timeout))))
         try:
             psycopg.connect(info).close()
         except psycopg.Error as exc:
-            if pq.PGconn.ping(info.encode()) != pq.Ping.OK:
+            if pq.PGconn.ping(info.encode()) != pq.Ping.OK or _FULL.search(str(exc)):
                 return exc
             raise errors.StorageError(f"opening {self.target}: the server refused the connection ({said(exc)})",
                                       code="refused") from None
