@@ -124,7 +124,6 @@ def history(core: Core, task_id: str, path: Any, *, since: int | None = None, un
     check_limit("since", since, 0)
     check_limit("until", until, 0)
     check_limit("limit", limit, 0)
-    text = to_text(parts)
     # (ancestor path, this path relative to it, whether the ancestor is a list)
     ancestors = [(to_text(parts[:i]), to_text(parts[i:]), type(parts[i]) is int) for i in range(1, len(parts))]
     codec = core.codec
@@ -135,34 +134,54 @@ def history(core: Core, task_id: str, path: Any, *, since: int | None = None, un
         until = head if until is None else min(until, head)
         chain = core.lineage(journal, row)
         segments = core.segments(journal, row, until)
-        rows = journal.history_rows(segments, text, ancestors, since or 0, until, limit)
+        rows, replaced = _path_rows(journal, codec, segments, parts, ancestors, since or 0, until, limit)
         names = {r.id: r.name for r in chain}
-        depth = len(parts)
-        replaced = {}  # row index -> (op, value) for events at ancestors, read while the journal is at hand
-        for i, r in enumerate(rows):
-            where = from_text(r.path)
-            if len(where) < depth:
-                replaced[i] = _ancestor_change(journal, codec, segments, parts, where, r)
         created = [(row, descend(item, parts[k + 1:])) for k, key in enumerate(parts) if type(key) is int and k
                    for row, item in _creations(journal, codec, segments, parts[:k], key, since or 0, until)]
         created = [(row, value) for row, value in created if value is not MISSING]
-        if created:  # appends and extends that created an item on the path: merge, newest first
-            for row, value in created:
-                replaced[len(rows)] = (row.op, value)
-                rows.append(row)
-            order = sorted(range(len(rows)), key=lambda i: (rows[i].version, rows[i].seq), reverse=True)
-            if limit is not None:
-                order = order[:limit]
+        for row, value in created:  # appends and extends that created an item on the path
+            replaced[len(rows)] = (row.op, value)
+            rows.append(row)
+        if created or limit is not None and len(rows) > limit:  # merge, newest first
+            order = sorted(range(len(rows)), key=lambda i: (rows[i].version, rows[i].seq), reverse=True)[:limit]
             rows, replaced = [rows[i] for i in order], {n: replaced[i] for n, i in enumerate(order) if i in replaced}
     values = codec.decode_many([r.value if r.value is not None and i not in replaced else "null" for i, r in enumerate(rows)])
     with quiet_gc():
         out = [HistoryEntry(names[r.stream_id], r.version, r.seq, r.op, from_text(r.path), None if r.op == DELETE else value,
                             _parse_time(r.created_at))
                for r, value in zip(rows, values)]
-    if replaced:  # rare: rewrite the ancestors' entries, dropping those that left the path as it was
-        out = [e if i not in replaced else e._replace(op=replaced[i][0], value=replaced[i][1])
-               for i, e in enumerate(out) if replaced.get(i, True) is not None]
+    if replaced:  # rare: rewrite the ancestors' entries with what they did to the path
+        out = [e if i not in replaced else e._replace(op=replaced[i][0], value=replaced[i][1]) for i, e in enumerate(out)]
     return out
+
+
+def _path_rows(journal: Journal, codec: Codec, segments: list[Segment], parts: Path,
+               ancestors: list[tuple[str, str, bool]], since: int, until: int, limit: int | None
+               ) -> tuple[list[HistoryRow], dict[int, tuple[str, Any]]]:
+    """The newest `limit` events at the path, below it and at its ancestors that changed it, newest first,
+    with what each ancestor's event did to the path (by row index).
+
+    An ancestor's event that left the path as it was is dropped only after SQL applied the limit, so when
+    drops leave fewer than `limit` rows and SQL had more, the rows are read again with twice the limit:
+    the cost grows with the dropped rows, which have to be read to be told apart."""
+    fetch, seen = limit, {}  # seen: (stream id, version, seq) -> what that ancestor's event did
+    while True:
+        rows = journal.history_rows(segments, to_text(parts), ancestors, since, until, fetch)
+        kept: list[HistoryRow] = []
+        changes: dict[int, tuple[str, Any]] = {}
+        for r in rows:
+            where = from_text(r.path)
+            if len(where) < len(parts):
+                key = (r.stream_id, r.version, r.seq)
+                if key not in seen:
+                    seen[key] = _ancestor_change(journal, codec, segments, parts, where, r)
+                if seen[key] is None:
+                    continue
+                changes[len(kept)] = seen[key]
+            kept.append(r)
+        if limit is None or fetch is None or len(rows) < fetch or len(kept) >= limit:
+            return kept, changes
+        fetch *= 2
 
 
 def _creations(journal: Journal, codec: Codec, segments: list[Segment], parent: Path, index: int, since: int,

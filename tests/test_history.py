@@ -265,3 +265,19 @@ def test_an_ancestor_set_reports_what_it_left_not_what_the_version_ended_with(st
     assert got == [(3, 1, "set", ("d", "b", 0), 5), (3, 0, "set", ("d", "b"), None), (2, 1, "extend", ("d", "b"), 7),
                    (2, 0, "delete", ("d", "b"), None), (1, 0, "set", ("d",), 1)]
     assert [(e.version, e.seq, e.op, e.value) for e in task.history(("d", "b", 1, "$k"))] == [(3, 0, "set", 1)]
+
+
+def test_a_limit_counts_only_changes_of_the_path(store: eventckpt.Store) -> None:
+    """limit=N gives the N newest changes, however many ancestors' events that left the path as it was lie
+    between them."""
+    task = store.stream("t")
+    task.save({"c": [1, 2], "cfg": {"model": "a"}})  # v1
+    task.save({"z": 0})  # v2: c and cfg deleted, with c[1] and cfg.model
+    for i in range(3, 9):  # v3..v8: both set again, c without an item 1, cfg without a model
+        with task.transaction() as tx:
+            tx.set("c", [i])
+            tx.set("cfg", {"t": i})
+    assert ops(task.history("c[1]", limit=1)) == [(2, "delete", ("c",), None)]
+    assert ops(task.history("c[1]", limit=2)) == [(2, "delete", ("c",), None), (1, "set", ("c",), 2)]
+    assert ops(task.history("cfg.model", limit=1)) == [(2, "delete", ("cfg",), None)]
+    assert ops(task.history("cfg.model", until=7, limit=3)) == [(2, "delete", ("cfg",), None), (1, "set", ("cfg",), "a")]
