@@ -12,10 +12,10 @@ import orjson
 
 from .checkpoint import Checkpoint, parse_time
 from .codec import Codec, quiet_gc
-from .diffing import MISSING, descend, list_length, value_at
+from .diffing import MISSING, descend, value_at
 from .errors import InvalidArgumentError, VersionNotFoundError
 from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamKey, StreamRow
-from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE, same
+from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE, apply, same
 from .paths import Path, addressable, from_text, normalize, to_text
 
 if TYPE_CHECKING:
@@ -194,7 +194,8 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parent: 
     one of its items, a replacement of an ancestor) is read from events_reshaping or the path index, and
     the appends between two of them are counted in the path index in one statement, never read: the one
     creating the item is the (index - length)-th after the last of them. Cost: O(such events + results),
-    not O(appends)."""
+    not O(appends), plus a read of the top-level key for each event that shifts or replaces a list item
+    on the way to the list (see _length_after)."""
     text, depth = to_text(parent), len(parent)
     resets = [(r, None) for r in journal.list_resets(segments, text, until)
               if r[3] != DELETE or r[4] == text or _is_item(r[4], depth)]
@@ -202,14 +203,16 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parent: 
         ancestor = to_text(parent[:m])
         if type(parent[m]) is int:  # under a list item, which shifts: read the length where that happens
             resets += [(r, _RECOUNT) for r in journal.list_resets(segments, ancestor, until)]
-        else:
-            resets += [(r[:6], _RECOUNT if r[6] and r[5] is None else None)
+        else:  # a value with tagged forms may hide the list from JSON paths: read it from the decoded value
+            resets += [(r[:6], parent[m:] if r[6] else None)
                        for r in journal.replacements(segments, ancestor, to_text(parent[m:]), until)]
     resets.sort(key=lambda t: (t[0][1], t[0][2]))
-    spans, cursor = [], (0, -1)  # where appends may lie: between one reset and the next
-    for reset, how in resets:
+    # where appends may lie: between one reset and the next. Each length below is the one right after its
+    # reset event, never at the end of its version: appends later in that version count from it.
+    spans, cursor = [], (0, -1)
+    for reset, _ in resets:
         spans.append((cursor, (reset[1], reset[2])))
-        cursor = (reset[1], 1 << 62) if how is _RECOUNT else (reset[1], reset[2])
+        cursor = (reset[1], reset[2])
     spans.append((cursor, (until + 1, -1)))
     counts = journal.counts_between(segments, text, spans)
     out: list[tuple[HistoryRow, Any]] = []
@@ -224,7 +227,9 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parent: 
             break
         op, n = reset[3], reset[5]
         if how is _RECOUNT:
-            length = list_length(journal, codec, segments, parent, reset[1]) or 0
+            length = _length_after(journal, codec, segments, parent, reset)
+        elif how is not None:  # an ancestor's set holding tagged forms: the list inside it, decoded
+            length = _length_in(journal, codec, segments, reset, how)
         elif op == EXTEND:
             if length <= index < length + n and since <= reset[1] <= until:
                 value = journal.event_at(StreamKey(segments[0].tree_id, reset[0]), reset[1], reset[2])[2]
@@ -237,6 +242,32 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parent: 
         else:  # set (a list; an ancestor's set: the list inside it, None when there is none)
             length = n or 0
     return out
+
+
+def _length_in(journal: Journal, codec: Codec, segments: list[Segment], event: tuple[Any, ...], rel: Path) -> int:
+    """The length of the list at `rel` inside the value an ancestor's set event (stream_id, version, seq,
+    ...) wrote, 0 when there is none."""
+    value = journal.event_at(StreamKey(segments[0].tree_id, event[0]), event[1], event[2])[2]
+    inner = MISSING if value is None else descend(codec.decode(value), rel)
+    return len(inner) if type(inner) is list else 0
+
+
+def _length_after(journal: Journal, codec: Codec, segments: list[Segment], path: Path, event: tuple[Any, ...]) -> int:
+    """The length of the list at `path` right after `event` (stream_id, version, seq, ...), 0 when there is
+    none: the path's top-level key at the version before, with the events of the version up to `event`
+    folded onto it. Costs what reading that key costs; only for events that shift or replace a list item
+    on the way to the list (its new occupant's list is not in any event's value)."""
+    version, key = event[1], path[0]
+    base = value_at(journal, codec, segments, (key,), version - 1)
+    holder = {} if base is MISSING else {key: base}
+    for seq, (op, where, value) in enumerate(journal.events_of(StreamKey(segments[0].tree_id, event[0]), version)):
+        if seq > event[2]:
+            break
+        parts = from_text(where)
+        if parts[0] == key:
+            apply(holder, op, parts, None if value is None else codec.decode(value))
+    inner = descend(holder.get(key, MISSING), path[1:])
+    return len(inner) if type(inner) is list else 0
 
 
 def _is_item(path: str, depth: int) -> bool:

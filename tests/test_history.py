@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
@@ -281,3 +282,35 @@ def test_a_limit_counts_only_changes_of_the_path(store: eventckpt.Store) -> None
     assert ops(task.history("c[1]", limit=2)) == [(2, "delete", ("c",), None), (1, "set", ("c",), 2)]
     assert ops(task.history("cfg.model", limit=1)) == [(2, "delete", ("cfg",), None)]
     assert ops(task.history("cfg.model", until=7, limit=3)) == [(2, "delete", ("cfg",), None), (1, "set", ("cfg",), "a")]
+
+
+def test_appends_after_an_ancestor_set_with_tagged_values_in_one_version(store: eventckpt.Store) -> None:
+    """The appends that created items are found when an ancestor was set earlier in the same version to a
+    value holding tagged forms (a Decimal, a dict with an int key), as when it holds plain values."""
+    task = store.stream("t")
+    with task.transaction() as tx:  # v1
+        tx.set("c", {"e": Decimal("1.00")})
+        tx.append("c.l", "x")
+        tx.append("c.l", "y")
+    with task.transaction() as tx:  # v2: the list inside the set, then one more item
+        tx.set("c", {"e": Decimal("2.00"), "l": ["a"]})
+        tx.append("c.l", "z")
+    with task.transaction() as tx:  # v3: a dict with an int key is stored tagged whole
+        tx.set("d", {1: "one", "l": [5]})
+        tx.append("d.l", 6)
+    assert ops(task.history("c.l[0]")) == [(2, "set", ("c",), "a"), (1, "append", ("c", "l"), "x")]
+    assert ops(task.history("c.l[1]")) == [(2, "append", ("c", "l"), "z"), (2, "delete", ("c",), None),
+                                           (1, "append", ("c", "l"), "y")]
+    assert ops(task.history("d.l[1]")) == [(3, "append", ("d", "l"), 6)]
+
+
+def test_a_list_under_a_list_item_deleted_and_appended_to_in_one_version(store: eventckpt.Store) -> None:
+    """The append that created an item is found when, earlier in the same version, the list holding it
+    (inside a list item) was deleted."""
+    task = store.stream("t")
+    task.save({"x": [{"a": [1]}]})  # v1
+    with task.transaction() as tx:  # v2: x[0].a deleted and created again by an append
+        tx.delete("x[0].a")
+        tx.append("x[0].a", 5)
+    assert ops(task.history("x[0].a[0]")) == [(2, "append", ("x", 0, "a"), 5), (2, "delete", ("x", 0, "a"), None),
+                                              (1, "set", ("x",), 1)]
