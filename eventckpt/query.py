@@ -136,9 +136,13 @@ def history(core: Core, task_id: str, path: Any, *, since: int | None = None, un
         segments = core.segments(journal, row, until)
         rows, replaced = _path_rows(journal, codec, segments, parts, ancestors, since or 0, until, limit)
         names = {r.id: r.name for r in chain}
-        created = [(row, descend(item, parts[k + 1:])) for k, key in enumerate(parts) if type(key) is int and k
-                   for row, item in _creations(journal, codec, segments, parts[:k], key, since or 0, until)]
-        created = [(row, value) for row, value in created if value is not MISSING]
+        made: dict[int, list[tuple[tuple[Any, ...], Any]]] = {}  # k -> what created item parts[k], outer lists first
+        created = []
+        for k, key in enumerate(parts):
+            if type(key) is int:
+                made[k] = _creations(journal, codec, segments, parts, k, made, until)
+                created += [(_row(journal, segments, (*event, None), to_text(parts[:k])), value) for event, item in made[k]
+                            if event[1] >= (since or 0) and (value := descend(item, parts[k + 1:])) is not MISSING]
         for row, value in created:  # appends and extends that created an item on the path
             replaced[len(rows)] = (row.op, value)
             rows.append(row)
@@ -184,28 +188,45 @@ def _path_rows(journal: Journal, codec: Codec, segments: list[Segment], parts: P
         fetch *= 2
 
 
-def _creations(journal: Journal, codec: Codec, segments: list[Segment], parent: Path, index: int, since: int,
-               until: int) -> list[tuple[HistoryRow, Any]]:
-    """The appends and extends (in versions since..until) that created item `index` of the list at
-    `parent`, each with the item's value.
+def _creations(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, k: int,
+               made: dict[int, list[tuple[tuple[Any, ...], Any]]], until: int) -> list[tuple[tuple[Any, ...], Any]]:
+    """The appends and extends through version `until` that created item `parts[k]` of the list at
+    `parts[:k]`, each as ((stream_id, version, seq, op), the item's value). `made[m]` holds the same for
+    every list item `parts[:m + 1]` on the way (m < k).
 
     Appends record no index, so the list's length is followed from the start of the lineage: every event
-    that changes it other than by appending (a set, delete, truncate or extend of the list, a delete of
-    one of its items, a replacement of an ancestor) is read from events_reshaping or the path index, and
+    that changes it other than by appending is a reset (a set, delete, truncate or extend of the list, a
+    delete of one of its items, a replacement of an ancestor, and for a list item on the way: what
+    created, replaced, removed or shifted that item), read from events_reshaping or the path index, and
     the appends between two of them are counted in the path index in one statement, never read: the one
     creating the item is the (index - length)-th after the last of them. Cost: O(such events + results),
-    not O(appends), plus a read of the top-level key for each event that shifts or replaces a list item
-    on the way to the list (see _length_after)."""
-    text, depth = to_text(parent), len(parent)
-    resets = [(r, None) for r in journal.list_resets(segments, text, until)
-              if r[3] != DELETE or r[4] == text or _is_item(r[4], depth)]
-    for m in range(1, depth):  # ancestors that replaced or reshaped the list's container
-        ancestor = to_text(parent[:m])
-        if type(parent[m]) is int:  # under a list item, which shifts: read the length where that happens
-            resets += [(r, _RECOUNT) for r in journal.list_resets(segments, ancestor, until)]
+    not O(appends), plus a read of the top-level key for each event that shifts a list item on the way
+    (see _length_after)."""
+    parent, index = parts[:k], parts[k]
+    text = to_text(parent)
+    # (stream_id, version, seq, op, path, n) of each reset, and the list's length after it: None for the
+    # list's own events (by op and n), an int, _RECOUNT, or the path of the list inside the event's value
+    resets: list[tuple[tuple[Any, ...], Any]] = [
+        (r, None) for r in journal.list_resets(segments, text, until) if r[3] != DELETE or r[4] == text or _is_item(r[4], k)]
+    for m in range(1, k):  # the ancestors that hold the list
+        ancestor = to_text(parts[:m])
+        if type(parts[m]) is int:  # a list on the way, whose item parts[m] holds the list
+            for r in journal.list_resets(segments, ancestor, until):
+                if r[3] == DELETE and r[4] != ancestor:  # an item: this one or an earlier one moves the next here
+                    if _is_item(r[4], m) and from_text(r[4])[m] <= parts[m]:
+                        resets.append((r, _RECOUNT))
+                elif r[3] == SET:  # decoded: the outer list's length says nothing of the list inside it
+                    resets.append((r, parts[m:k]))
+                elif r[3] == DELETE or r[3] == TRUNCATE and r[5] <= parts[m]:
+                    resets.append((r, 0))
+                # an extend: the item it may create is in made[m]; the items before it stay
+            resets += [((*event, None, None), _length(descend(item, parts[m + 1:k]))) for event, item in made[m]]
         else:  # a value with tagged forms may hide the list from JSON paths: read it from the decoded value
-            resets += [(r[:6], parent[m:] if r[6] else None)
-                       for r in journal.replacements(segments, ancestor, to_text(parent[m:]), until)]
+            for r in journal.replacements(segments, ancestor, to_text(parts[m:k]), until):
+                if r[3] == SET:
+                    resets.append((r[:6], parts[m:k] if r[6] else r[5] or 0))
+                elif type(parts[m - 1]) is not int:  # a list item's delete shifts the list: handled at its level
+                    resets.append((r[:6], 0))
     resets.sort(key=lambda t: (t[0][1], t[0][2]))
     # where appends may lie: between one reset and the next. Each length below is the one right after its
     # reset event, never at the end of its version: appends later in that version count from it.
@@ -215,41 +236,46 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parent: 
         cursor = (reset[1], reset[2])
     spans.append((cursor, (until + 1, -1)))
     counts = journal.counts_between(segments, text, spans)
-    out: list[tuple[HistoryRow, Any]] = []
+    out: list[tuple[tuple[Any, ...], Any]] = []
     length = 0
     for span, count, (reset, how) in zip(spans, counts, resets + [(None, None)]):
         if length <= index < length + count:  # these appends added items length, length + 1, ...
             hit = journal.nth_between(segments, text, *span, index - length)
-            if hit is not None and hit[3] == APPEND and since <= hit[1] <= until:
-                out.append((_row(journal, segments, hit, text), codec.decode(hit[4])))
+            if hit is not None and hit[3] == APPEND:
+                out.append((hit[:4], codec.decode(hit[4])))
         length += count
         if reset is None:
             break
         op, n = reset[3], reset[5]
-        if how is _RECOUNT:
+        if type(how) is int:
+            length = how
+        elif how is _RECOUNT:
             length = _length_after(journal, codec, segments, parent, reset)
-        elif how is not None:  # an ancestor's set holding tagged forms: the list inside it, decoded
+        elif how is not None:  # a set on the way: the list inside its value, decoded
             length = _length_in(journal, codec, segments, reset, how)
         elif op == EXTEND:
-            if length <= index < length + n and since <= reset[1] <= until:
+            if length <= index < length + n:
                 value = journal.event_at(StreamKey(segments[0].tree_id, reset[0]), reset[1], reset[2])[2]
-                out.append((_row(journal, segments, (*reset[:4], value), text), codec.decode(value)[index - length]))
+                out.append((reset[:4], codec.decode(value)[index - length]))
             length += n
         elif op == TRUNCATE:
             length = min(length, n)
         elif op == DELETE:
             length = 0 if reset[4] == text else max(length - 1, 0)
-        else:  # set (a list; an ancestor's set: the list inside it, None when there is none)
-            length = n or 0
+        else:  # a set of the list
+            length = n
     return out
+
+
+def _length(value: Any) -> int:
+    return len(value) if type(value) is list else 0
 
 
 def _length_in(journal: Journal, codec: Codec, segments: list[Segment], event: tuple[Any, ...], rel: Path) -> int:
     """The length of the list at `rel` inside the value an ancestor's set event (stream_id, version, seq,
     ...) wrote, 0 when there is none."""
     value = journal.event_at(StreamKey(segments[0].tree_id, event[0]), event[1], event[2])[2]
-    inner = MISSING if value is None else descend(codec.decode(value), rel)
-    return len(inner) if type(inner) is list else 0
+    return 0 if value is None else _length(descend(codec.decode(value), rel))
 
 
 def _length_after(journal: Journal, codec: Codec, segments: list[Segment], path: Path, event: tuple[Any, ...]) -> int:
@@ -266,8 +292,7 @@ def _length_after(journal: Journal, codec: Codec, segments: list[Segment], path:
         parts = from_text(where)
         if parts[0] == key:
             apply(holder, op, parts, None if value is None else codec.decode(value))
-    inner = descend(holder.get(key, MISSING), path[1:])
-    return len(inner) if type(inner) is list else 0
+    return _length(descend(holder.get(key, MISSING), path[1:]))
 
 
 def _is_item(path: str, depth: int) -> bool:

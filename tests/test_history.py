@@ -314,3 +314,27 @@ def test_a_list_under_a_list_item_deleted_and_appended_to_in_one_version(store: 
         tx.append("x[0].a", 5)
     assert ops(task.history("x[0].a[0]")) == [(2, "append", ("x", 0, "a"), 5), (2, "delete", ("x", 0, "a"), None),
                                               (1, "set", ("x",), 1)]
+
+
+def test_lists_inside_appended_or_shifted_list_items(store: eventckpt.Store) -> None:
+    """A list inside a list item counts from the list the append that created the item held, and from
+    the next item's list when the item is deleted and the next moves in: history reports the appends that
+    created its items, never one that created another item."""
+    task = store.stream("t")
+    task.save({"c": []})  # v1
+    with task.transaction() as tx:  # v2
+        tx.append("c", {"l": [1]})
+        tx.append("c[0].l", 2)
+    with task.transaction() as tx:  # v3
+        tx.append("c", {"l": [7, 8]})
+        tx.append("c[0].l", 3)
+    assert ops(task.history("c[0].l[0]")) == [(2, "append", ("c",), 1)]
+    assert ops(task.history("c[0].l[1]")) == [(2, "append", ("c", 0, "l"), 2)]
+    assert ops(task.history("c[0].l[2]")) == [(3, "append", ("c", 0, "l"), 3)]
+    with task.transaction() as tx:  # v4: c[0] deleted, c[1] moves in; an append to its list
+        tx.delete("c[0]")
+        tx.append("c[0].l", 9)
+    assert task.state() == {"c": [{"l": [7, 8, 9]}]}
+    assert ops(task.history("c[0].l[2]")) == [(4, "append", ("c", 0, "l"), 9), (4, "delete", ("c", 0), None),
+                                              (3, "append", ("c", 0, "l"), 3)]
+    assert ops(task.history("c[0].l[3]")) == []
