@@ -136,15 +136,9 @@ def history(core: Core, task_id: str, path: Any, *, since: int | None = None, un
         segments = core.segments(journal, row, until)
         rows, replaced = _path_rows(journal, codec, segments, parts, ancestors, since or 0, until, limit)
         names = {r.id: r.name for r in chain}
-        made: dict[int, list[tuple[tuple[Any, ...], Any]]] = {}  # k -> what created item parts[k], outer lists first
-        created = []
-        for k, key in enumerate(parts):
-            if type(key) is int:
-                made[k] = _creations(journal, codec, segments, parts, k, made, until)
-                created += [(_row(journal, segments, (*event, None), to_text(parts[:k])), value) for event, item in made[k]
-                            if event[1] >= (since or 0) and (value := descend(item, parts[k + 1:])) is not MISSING]
-        for row, value in created:  # appends and extends that created an item on the path
-            replaced[len(rows)] = (row.op, value)
+        created = _list_changes(journal, codec, segments, parts, since or 0, until)
+        for row, change in created:
+            replaced[len(rows)] = change
             rows.append(row)
         if created or limit is not None and len(rows) > limit:  # merge, newest first
             order = sorted(range(len(rows)), key=lambda i: (rows[i].version, rows[i].seq), reverse=True)[:limit]
@@ -188,11 +182,37 @@ def _path_rows(journal: Journal, codec: Codec, segments: list[Segment], parts: P
         fetch *= 2
 
 
+def _list_changes(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, since: int,
+                  until: int) -> list[tuple[HistoryRow, tuple[str, Any]]]:
+    """What the lists on the way did to the path in versions since..until, which history_rows does not
+    read: the appends and extends that created an item on it, as (op, the path's value in the new item),
+    and the sets of such a list to something else than a list that removed it, as (delete, None), each
+    compared with the version before as an ancestor's event is. Outer lists first: what created an item of
+    one resets the lists inside that item."""
+    made: dict[int, list[tuple[tuple[Any, ...], Any]]] = {}  # k -> what created item parts[k]
+    out = []
+    for k, key in enumerate(parts):
+        if type(key) is not int:
+            continue
+        made[k], unlisted = _creations(journal, codec, segments, parts, k, made, until)
+        text = to_text(parts[:k])
+        for event, item in made[k]:
+            value = descend(item, parts[k + 1:])
+            if event[1] >= since and value is not MISSING:
+                out.append((_row(journal, segments, (*event, None), text), (event[3], value)))
+        for event in unlisted:
+            if event[1] >= since and value_at(journal, codec, segments, parts, event[1] - 1) is not MISSING:
+                out.append((_row(journal, segments, (*event, None), text), (DELETE, None)))
+    return out
+
+
 def _creations(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, k: int,
-               made: dict[int, list[tuple[tuple[Any, ...], Any]]], until: int) -> list[tuple[tuple[Any, ...], Any]]:
+               made: dict[int, list[tuple[tuple[Any, ...], Any]]], until: int
+               ) -> tuple[list[tuple[tuple[Any, ...], Any]], list[tuple[Any, ...]]]:
     """The appends and extends through version `until` that created item `parts[k]` of the list at
-    `parts[:k]`, each as ((stream_id, version, seq, op), the item's value). `made[m]` holds the same for
-    every list item `parts[:m + 1]` on the way (m < k).
+    `parts[:k]`, each as ((stream_id, version, seq, op), the item's value), and the sets that made the
+    list something else than a list while it may have held the item (see _unlisting). `made[m]` holds the
+    creations of every list item `parts[:m + 1]` on the way (m < k).
 
     Appends record no index, so the list's length is followed from the start of the lineage: every event
     that changes it other than by appending is a reset (a set, delete, truncate or extend of the list, a
@@ -237,12 +257,15 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parts: P
     spans.append((cursor, (until + 1, -1)))
     counts = journal.counts_between(segments, text, spans)
     out: list[tuple[tuple[Any, ...], Any]] = []
+    held = []  # spans in which the list may have held the item (counts include any sets after the appends)
     length = 0
     for span, count, (reset, how) in zip(spans, counts, resets + [(None, None)]):
         if length <= index < length + count:  # these appends added items length, length + 1, ...
             hit = journal.nth_between(segments, text, *span, index - length)
             if hit is not None and hit[3] == APPEND:
                 out.append((hit[:4], codec.decode(hit[4])))
+        if count and index < length + count:
+            held.append(span)
         length += count
         if reset is None:
             break
@@ -264,7 +287,54 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parts: P
             length = 0 if reset[4] == text else max(length - 1, 0)
         else:  # a set of the list
             length = n
-    return out
+    unlisted = []
+    if held:  # only a span whose last event at the list's path is not an append holds such sets
+        for span, last in zip(held, journal.last_ops_between(segments, text, held)):
+            if last is not None and last != APPEND:
+                unlisted += _unlisting(journal, segments, text, *span)
+    return out, unlisted
+
+
+def _unlisting(journal: Journal, segments: list[Segment], text: str, after: tuple[int, int],
+               before: tuple[int, int]) -> list[tuple[Any, ...]]:
+    """The sets at the list's path `text` between two of its resets (events `after` and `before`) in the
+    first version where one made it something else than a list, as (stream_id, version, seq, op): history
+    compares each with the version before, as it does an ancestor's events.
+
+    Between two resets, the events at the list's own path are its appends and then, once a set made it
+    something else, sets and increments only: nothing makes it a list again but a reset (a set of a list,
+    a delete, an ancestor's event). The sets are not in events_reshaping, and reading every event at the
+    path would read every append, so the first version holding one is found by bisection on whether the
+    first event from a version on is an append: O(log versions) index searches."""
+    def first_from(version: int) -> tuple[Any, ...] | None:
+        return journal.nth_between(segments, text, max(after, (version, -1)), before, 0)
+
+    hit = first_from(0)
+    if hit is not None and hit[3] == APPEND:
+        lo, hi = hit[1], before[0] + 1  # the first event from lo on is an append; from hi on, none is
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            hit = first_from(mid)
+            if hit is not None and hit[3] == APPEND:
+                lo = hit[1]
+            else:
+                hi = mid
+        events = _events_between(journal, segments, text, lo, after, before)
+        if all(e[3] == APPEND for e in events):  # version lo ends with appends: the first event from hi on
+            hit = first_from(hi)
+            events = [] if hit is None else _events_between(journal, segments, text, hit[1], after, before)
+    else:
+        events = [] if hit is None else _events_between(journal, segments, text, hit[1], after, before)
+    return [e for e in events if e[3] == SET]
+
+
+def _events_between(journal: Journal, segments: list[Segment], text: str, version: int, after: tuple[int, int],
+                    before: tuple[int, int]) -> list[tuple[Any, ...]]:
+    """(stream_id, version, seq, op) of the events at exactly `text` in one version, strictly between
+    events `after` and `before`: from that version's events."""
+    owner = next(s for s in segments if s.lo <= version <= s.hi)
+    return [(owner.stream_id, version, seq, op) for seq, (op, path, _) in enumerate(journal.events_of(owner, version))
+            if path == text and after < (version, seq) < before]
 
 
 def _length(value: Any) -> int:

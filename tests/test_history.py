@@ -338,3 +338,35 @@ def test_lists_inside_appended_or_shifted_list_items(store: eventckpt.Store) -> 
     assert ops(task.history("c[0].l[2]")) == [(4, "append", ("c", 0, "l"), 9), (4, "delete", ("c", 0), None),
                                               (3, "append", ("c", 0, "l"), 3)]
     assert ops(task.history("c[0].l[3]")) == []
+
+
+def test_a_list_on_the_way_set_to_something_else(store: eventckpt.Store) -> None:
+    """A list on the way to the path set to a value that is not a list removes the path: history reports
+    that set as a delete, as it does a dict's, also after many appends to the list and in a fork."""
+    task = store.stream("t")
+    task.save({"e": [[1, 2]], "m": []})  # v1
+    task.save({"e": "gone", "m": []})  # v2: e[0] removed
+    assert ops(task.history("e[0]")) == [(2, "delete", ("e",), None), (1, "set", ("e",), [1, 2])]
+    task.save({"e": [[1, 2]], "m": []})  # v3
+    task.save({"e": [5], "m": []})  # v4: a set of e[0] to 5 removes e[0][1]
+    assert ops(task.history("e[0][1]")) == [(4, "delete", ("e", 0), None), (3, "set", ("e",), 2), (2, "delete", ("e",), None),
+                                            (1, "set", ("e",), 2)]
+    for i in range(5, 45):  # v5..v44
+        with task.transaction() as tx:
+            tx.append("m", i)
+    with task.transaction() as tx:  # v45: both sets are reported, each compared with the version before
+        tx.set("m", 0)
+        tx.set("m", {"k": 1})
+    with task.transaction() as tx:  # v46: a list again, and appended to
+        tx.set("m", [])
+        tx.extend("m", [7, 8, 9, 10])
+    with task.transaction() as tx:  # v47
+        tx.set("m", None)
+    assert ops(task.history("m[3]")) == [(47, "delete", ("m",), None), (46, "extend", ("m",), 10), (45, "delete", ("m",), None),
+                                         (45, "delete", ("m",), None), (8, "append", ("m",), 8)]
+    assert [(e.version, e.seq) for e in task.history("m[3]", since=45, until=45)] == [(45, 1), (45, 0)]
+    assert ops(task.history("m[3]", limit=1)) == [(47, "delete", ("m",), None)]
+    fork = task.fork(at=45, task_id="f")
+    fork.save({"e": [5], "m": 3})
+    assert [(e.task_id, e.version, e.op) for e in fork.history("m[3]")] == [("t", 45, "delete"), ("t", 45, "delete"),
+                                                                           ("t", 8, "append")]

@@ -18,7 +18,7 @@ FULL_SCAN = re.compile(r"^SCAN (events|e|versions|v|metadata_index|m)\b")
 @pytest.fixture(scope="module")
 def busy(tmp_path_factory: pytest.TempPathFactory) -> eventckpt.Store:
     """A store with a long conversation (enough events for the loose index scan), snapshots, a fork,
-    list resets, item deletes and counters."""
+    list resets, item deletes, counters, and a list set to something else after many appends."""
     path = tmp_path_factory.mktemp("plans") / "plans.db"
     store = eventckpt.open(path, snapshots=SnapshotPolicy(min_tail_bytes=4096))
     task = store.stream("w")
@@ -35,6 +35,12 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> eventckpt.Store:
                 tx.delete(("todo", 0))
                 tx.extend("todo", [i, i + 1])
     task.fork(at=400, task_id="w-fork").save({"step": -1, "messages": [{"n": 0}]}, metadata={"node": "replan"})
+    archived = store.stream("archived")  # a long list set to something that is not a list
+    archived.save({"log": []})
+    for i in range(300):
+        with archived.transaction() as tx:
+            tx.append("log", {"n": i})
+    archived.save({"log": "archived"})
     yield store
     store.close()
 
@@ -77,6 +83,7 @@ CALLS: dict[str, Callable[[eventckpt.Store], Any]] = {
     "history item": lambda s: s.stream("w").history(("messages", 5, "n")),
     "history fork": lambda s: s.stream("w-fork").history("step"),
     "history appended item": lambda s: s.stream("w").history(("messages", 700, "n")),
+    "history item of a list set to a str": lambda s: s.stream("archived").history(("log", 5, "n")),
     "diff short": lambda s: s.stream("w").diff(100, 110),
     "diff long": lambda s: s.stream("w").diff(50, 750),
     "diff backwards": lambda s: s.stream("w").diff(700, 90),

@@ -273,8 +273,10 @@ class Journal(ABC):
                      since: int, until: int, limit: int | None) -> list[HistoryRow]:
         """Events at `path`, below it, and those at its ancestors that may replace or remove it, newest
         first. `ancestors` are (ancestor path, `path` relative to it, True when the ancestor is a list);
-        a list ancestor's appends are never read. An ancestor's `set` row carries the part of its value
-        at the relative path (NULL when absent)."""
+        a list ancestor's appends are never read, and of its sets only those of a list (its sets to
+        something else lie among its appends: the caller finds them with last_ops_between and
+        nth_between). An ancestor's `set` row carries the part of its value at the relative path (NULL
+        when absent)."""
 
     @abstractmethod
     def list_resets(self, segments: Sequence[Segment], path: str, upto: int) -> list[tuple[Any, ...]]:
@@ -294,6 +296,12 @@ class Journal(ABC):
                        spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> list[int]:
         """For each span (after, before) of event positions (version, seq), how many events lie at exactly
         `path` strictly between them (counted in the path index, never read)."""
+
+    @abstractmethod
+    def last_ops_between(self, segments: Sequence[Segment], path: str,
+                         spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> list[str | None]:
+        """For each span (after, before) of event positions (version, seq), the op of the last event at
+        exactly `path` strictly between them (None when there is none): one index search per span."""
 
     @abstractmethod
     def nth_between(self, segments: Sequence[Segment], path: str, after: tuple[int, int], before: tuple[int, int],

@@ -172,6 +172,25 @@ class Queries(Engine):
                 totals[int(i) - 1] += int(n)
         return totals
 
+    def last_ops_between(self, segments: Sequence[Segment], path: str,
+                         spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> list[str | None]:
+        ops: list[str | None] = [None] * len(spans)
+        bounds = {"av": [a[0] for a, _ in spans], "as": [a[1] for a, _ in spans],
+                  "bv": [b[0] for _, b in spans], "bs": [b[1] for _, b in spans]}
+        for seg in segments:  # oldest first: a later segment's event is the later one
+            rows = self._rows(
+                "SELECT s.i, (SELECT e.op FROM eventckpt.events AS e WHERE e.tree_id = %(t)s AND e.stream_id = %(s)s"
+                " AND e.path = %(path)s AND e.version BETWEEN greatest(%(lo)s, s.av) AND least(%(hi)s, s.bv)"
+                " AND (e.version, e.seq) > (s.av, s.aseq) AND (e.version, e.seq) < (s.bv, s.bseq)"
+                " ORDER BY e.version DESC, e.seq DESC LIMIT 1)"
+                " FROM unnest(%(av)s::bigint[], %(as)s::bigint[], %(bv)s::bigint[], %(bs)s::bigint[])"
+                " WITH ORDINALITY AS s(av, aseq, bv, bseq, i)",
+                {"t": seg.tree_id, "s": seg.stream_id, "path": path, "lo": seg.lo, "hi": seg.hi, **bounds})
+            for i, op in rows:
+                if op is not None:
+                    ops[int(i) - 1] = op
+        return ops
+
     def nth_between(self, segments: Sequence[Segment], path: str, after: tuple[int, int], before: tuple[int, int],
                     n: int) -> tuple[Any, ...] | None:
         where = ("FROM eventckpt.events WHERE tree_id = %s AND stream_id = %s AND path = %s AND version BETWEEN %s AND %s"

@@ -132,7 +132,8 @@ class Queries(Engine):
         """Events at `path`, below it, and those at its ancestors that replace or remove it, newest first.
 
         `ancestors` are (path, path relative to it, True when the ancestor is a list): a list ancestor is
-        read through events_reshaping, so its appends are never scanned.
+        read through events_reshaping, so its appends are never scanned (nor its sets to something that
+        is not a list: query._creations finds those).
         """
         below = child_ranges(path)
         out: list[HistoryRow] = []
@@ -204,6 +205,24 @@ class Queries(Engine):
             for i, n in rows:
                 totals[i] += n
         return totals
+
+    def last_ops_between(self, segments: Sequence[Segment], path: str,
+                         spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> list[str | None]:
+        """For each span (after, before) of event positions, the op of the last event at exactly `path`
+        strictly between them (None when none): one statement per segment, one index search per span."""
+        bounds = json_list([[*after, *before] for after, before in spans])
+        ops: list[str | None] = [None] * len(spans)
+        for seg in segments:  # oldest first: a later segment's event is the later one
+            rows = self._rows(
+                "SELECT s.key, (SELECT op FROM events INDEXED BY events_by_path WHERE stream_id = ?1 AND path = ?2"
+                " AND version BETWEEN max(?3, s.value ->> 0) AND min(?4, s.value ->> 2)"
+                " AND (version, seq) > (s.value ->> 0, s.value ->> 1) AND (version, seq) < (s.value ->> 2, s.value ->> 3)"
+                " ORDER BY version DESC, seq DESC LIMIT 1)"
+                " FROM json_each(?5) AS s", (seg.stream_id, path, seg.lo, seg.hi, bounds))
+            for i, op in rows:
+                if op is not None:
+                    ops[i] = op
+        return ops
 
     def nth_between(self, segments: Sequence[Segment], path: str, after: tuple[int, int], before: tuple[int, int],
                     n: int) -> tuple[Any, ...] | None:
