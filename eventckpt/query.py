@@ -257,18 +257,23 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parts: P
     spans.append((cursor, (until + 1, -1)))
     counts = journal.counts_between(segments, text, spans)
     out: list[tuple[tuple[Any, ...], Any]] = []
-    held = []  # spans in which the list may have held the item (counts include any sets after the appends)
-    length = 0
+    # Spans in which a set of the list to something else may have removed the item: the list may have
+    # held it in the span, or at the end of the version before the span's first (history compares with
+    # that). Both are bounded from above: counts include such sets, after the appends.
+    held = []
+    length, before = 0, 0  # before: the most the list held at the end of the version before the span's
     for span, count, (reset, how) in zip(spans, counts, resets + [(None, None)]):
         if length <= index < length + count:  # these appends added items length, length + 1, ...
             hit = journal.nth_between(segments, text, *span, index - length)
             if hit is not None and hit[3] == APPEND:
                 out.append((hit[:4], codec.decode(hit[4])))
-        if count and index < length + count:
+        if count and index < max(length + count, before):
             held.append(span)
         length += count
         if reset is None:
             break
+        if reset[1] > span[0][0]:  # the first reset of its version
+            before = length
         op, n = reset[3], reset[5]
         if type(how) is int:
             length = how

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -370,3 +372,107 @@ def test_a_list_on_the_way_set_to_something_else(store: eventckpt.Store) -> None
     fork.save({"e": [5], "m": 3})
     assert [(e.task_id, e.version, e.op) for e in fork.history("m[3]")] == [("t", 45, "delete"), ("t", 45, "delete"),
                                                                            ("t", 8, "append")]
+
+
+NESTED_OPS = st.lists(st.lists(st.one_of(
+    st.tuples(st.just("append item"), st.lists(st.integers(0, 99), max_size=3)),
+    st.tuples(st.just("extend items"), st.lists(st.lists(st.integers(0, 99), max_size=2), max_size=2)),
+    st.tuples(st.just("delete item"), st.integers(0, 3)),
+    st.tuples(st.just("truncate items"), st.integers(0, 3)),
+    st.tuples(st.just("set items"), st.lists(st.lists(st.integers(0, 99), max_size=2), max_size=3)),
+    st.tuples(st.just("unlist items"), st.none()),
+    st.tuples(st.just("append"), st.tuples(st.integers(0, 3), st.integers(0, 99))),
+    st.tuples(st.just("extend"), st.tuples(st.integers(0, 3), st.lists(st.integers(0, 99), max_size=2))),
+    st.tuples(st.just("delete"), st.tuples(st.integers(0, 3), st.integers(0, 3))),
+    st.tuples(st.just("drop"), st.integers(0, 3)),
+    st.tuples(st.just("unlist"), st.integers(0, 3)),
+    st.tuples(st.just("tagged item"), st.tuples(st.integers(0, 3), st.lists(st.integers(0, 99), max_size=2))),
+), min_size=1, max_size=5), min_size=1, max_size=10)
+
+
+@settings(max_examples=80, deadline=None)
+@given(NESTED_OPS)
+def test_lists_inside_list_items_match_a_model(tmp_path_factory: pytest.TempPathFactory, versions: list) -> None:
+    """On random changes of a list of items that hold lists (appends, extends, deletes, truncations and sets
+    of both, sets of either to something that is not a list, an item set with tagged values), history of
+    c[i].l[j] reports exactly the appends and extends that put an item there, and a delete for each set
+    or truncation of c or c[i].l that removed it (compared with the version before)."""
+    path = tmp_path_factory.mktemp("nested") / "h.db"
+    created: dict[tuple[int, int], list[tuple]] = {}  # (i, j) -> (version, seq, op, path, value)
+    removed: dict[tuple[int, int], list[tuple]] = {}
+    with eventckpt.open(path) as store:
+        task = store.stream("t")
+        task.save({"c": [], "other": 0})
+        model: Any = []
+        for version, steps in enumerate(versions, 2):
+            before = copy.deepcopy(model)  # history compares an ancestor's event with the version before
+
+            def present(i: int, j: int) -> bool:
+                inner = before[i].get("l") if type(before) is list and i < len(before) else None
+                return type(inner) is list and j < len(inner)
+
+            def made(i: int, item: dict, seq: int, op: str, where: tuple) -> None:
+                for j, value in enumerate(item["l"]):
+                    created.setdefault((i, j), []).append((version, seq, op, where, value))
+
+            with task.transaction() as tx:
+                tx.incr("other")
+                for seq, (op, arg) in enumerate(steps, 1):
+                    items = model if type(model) is list else None
+                    lists = [x.get("l") for x in items] if items is not None else []
+                    if op == "append item" and items is not None:
+                        made(len(items), {"l": arg}, seq, "append", ("c",))
+                        items.append({"l": list(arg)})
+                        tx.append("c", {"l": arg})
+                    elif op == "extend items" and items is not None:
+                        for n, inner in enumerate(arg):
+                            made(len(items) + n, {"l": inner}, seq, "extend", ("c",))
+                        items.extend({"l": list(inner)} for inner in arg)
+                        tx.extend("c", [{"l": inner} for inner in arg])
+                    elif op == "delete item" and items is not None and arg < len(items):
+                        del items[arg]
+                        tx.delete(("c", arg))
+                    elif op == "truncate items" and items is not None:
+                        for i, j in [(i, j) for i in range(arg, len(before) if type(before) is list else 0) for j in range(4)]:
+                            if present(i, j):
+                                removed.setdefault((i, j), []).append((version, seq, "delete", ("c",), None))
+                        del items[arg:]
+                        tx.truncate("c", arg)
+                    elif op in ("set items", "unlist items"):
+                        model = [{"l": list(inner)} for inner in arg] if op == "set items" else "gone"
+                        for i, j in [(i, j) for i in range(4) for j in range(4)]:
+                            if present(i, j) and not (type(model) is list and i < len(model) and j < len(model[i]["l"])):
+                                removed.setdefault((i, j), []).append((version, seq, "delete", ("c",), None))
+                        tx.set("c", model)
+                    elif op in ("append", "extend") and arg[0] < len(lists) and type(lists[arg[0]]) in (list, type(None)):
+                        i, new = arg[0], [arg[1]] if op == "append" else arg[1]
+                        inner = items[i].setdefault("l", [])
+                        for n, value in enumerate(new):
+                            created.setdefault((i, len(inner) + n), []).append((version, seq, op, ("c", i, "l"), value))
+                        inner.extend(new)
+                        getattr(tx, op)(("c", i, "l"), arg[1])
+                    elif op == "delete" and arg[0] < len(lists) and type(lists[arg[0]]) is list and arg[1] < len(lists[arg[0]]):
+                        del lists[arg[0]][arg[1]]
+                        tx.delete(("c", *arg[:1], "l", arg[1]))
+                    elif op in ("drop", "unlist") and arg < len(lists) and lists[arg] is not None:
+                        for j in range(4):
+                            if present(arg, j):
+                                removed.setdefault((arg, j), []).append((version, seq, "delete", ("c", arg, "l"), None))
+                        if op == "drop":
+                            del items[arg]["l"]
+                            tx.delete(("c", arg, "l"))
+                        else:
+                            items[arg]["l"] = "x"
+                            tx.set(("c", arg, "l"), "x")
+                    elif op == "tagged item" and items is not None and arg[0] < len(items):
+                        items[arg[0]] = {"d": Decimal("1.0"), "l": list(arg[1])}
+                        tx.set(("c", arg[0]), items[arg[0]])
+                    else:
+                        tx.incr("other")  # keeps seq numbers in step with the model
+        assert task.state()["c"] == model
+        for i in range(4):
+            for j in range(4):
+                got = [(e.version, e.seq, e.op, e.path, e.value) for e in task.history(("c", i, "l", j))
+                       if e.op in ("append", "extend") or e.op == "delete" and e.path in (("c",), ("c", i, "l"))]
+                want = sorted(created.get((i, j), []) + removed.get((i, j), []), key=lambda w: w[:2], reverse=True)
+                assert got == want, (i, j)
