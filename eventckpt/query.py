@@ -259,7 +259,9 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parts: P
     out: list[tuple[tuple[Any, ...], Any]] = []
     # Spans in which a set of the list to something else may have removed the item: the list may have
     # held it in the span, or at the end of the version before the span's first (history compares with
-    # that). Both are bounded from above: counts include such sets, after the appends.
+    # that), both bounded from above (counts include such sets, after the appends); and the span does not
+    # end in an extend, truncate or item delete of the list, which need a list (only a set of a list, a
+    # delete or an ancestor's event makes it one again).
     held = []
     length, before = 0, 0  # before: the most the list held at the end of the version before the span's
     for span, count, (reset, how) in zip(spans, counts, resets + [(None, None)]):
@@ -267,7 +269,8 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parts: P
             hit = journal.nth_between(segments, text, *span, index - length)
             if hit is not None and hit[3] == APPEND:
                 out.append((hit[:4], codec.decode(hit[4])))
-        if count and index < max(length + count, before):
+        if count and index < max(length + count, before) and not (
+                reset is not None and how is None and (reset[3] in (EXTEND, TRUNCATE) or reset[3] == DELETE and reset[4] != text)):
             held.append(span)
         length += count
         if reset is None:
