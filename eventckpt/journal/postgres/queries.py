@@ -158,8 +158,7 @@ class Queries(Engine):
     def counts_between(self, segments: Sequence[Segment], path: str,
                        spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> list[int]:
         totals = [0] * len(spans)
-        bounds = {"av": [a[0] for a, _ in spans], "as": [a[1] for a, _ in spans],
-                  "bv": [b[0] for _, b in spans], "bs": [b[1] for _, b in spans]}
+        bounds = _span_bounds(spans)
         for seg in segments:
             rows = self._rows(
                 "SELECT s.i, (SELECT count(*) FROM eventckpt.events AS e WHERE e.tree_id = %(t)s AND e.stream_id = %(s)s"
@@ -175,8 +174,7 @@ class Queries(Engine):
     def last_ops_between(self, segments: Sequence[Segment], path: str,
                          spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> list[str | None]:
         ops: list[str | None] = [None] * len(spans)
-        bounds = {"av": [a[0] for a, _ in spans], "as": [a[1] for a, _ in spans],
-                  "bv": [b[0] for _, b in spans], "bs": [b[1] for _, b in spans]}
+        bounds = _span_bounds(spans)
         for seg in segments:  # oldest first: a later segment's event is the later one
             rows = self._rows(
                 "SELECT s.i, (SELECT e.op FROM eventckpt.events AS e WHERE e.tree_id = %(t)s AND e.stream_id = %(s)s"
@@ -400,3 +398,9 @@ class Queries(Engine):
         return {"streams": int(streams), "forks": int(forks), "versions": int(versions), "events": int(events),
                 "event_bytes": int(event_bytes), "snapshots": int(snapshots), "snapshot_bytes": int(snapshot_bytes),
                 "database_bytes": int(size), "free_bytes": 0}
+
+
+def _span_bounds(spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> dict[str, list[int]]:
+    """Spans (after, before) of event positions as the four arrays the span queries unnest."""
+    return {"av": [a[0] for a, _ in spans], "as": [a[1] for a, _ in spans],
+            "bv": [b[0] for _, b in spans], "bs": [b[1] for _, b in spans]}
