@@ -8,7 +8,7 @@ parameters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ...paths import child_ranges, relative_parts
@@ -158,15 +158,7 @@ class Queries(Engine):
     def counts_between(self, segments: Sequence[Segment], path: str,
                        spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> list[int]:
         totals = [0] * len(spans)
-        bounds = _span_bounds(spans)
-        for seg in segments:
-            rows = self._rows(
-                "SELECT s.i, (SELECT count(*) FROM eventckpt.events AS e WHERE e.tree_id = %(t)s AND e.stream_id = %(s)s"
-                " AND e.path = %(path)s AND e.version BETWEEN greatest(%(lo)s, s.av) AND least(%(hi)s, s.bv)"
-                " AND (e.version, e.seq) > (s.av, s.aseq) AND (e.version, e.seq) < (s.bv, s.bseq))"
-                " FROM unnest(%(av)s::bigint[], %(as)s::bigint[], %(bv)s::bigint[], %(bs)s::bigint[])"
-                " WITH ORDINALITY AS s(av, aseq, bv, bseq, i)",
-                {"t": seg.tree_id, "s": seg.stream_id, "path": path, "lo": seg.lo, "hi": seg.hi, **bounds})
+        for rows in self._per_span(segments, path, spans, "count(*) " + _SPAN_EVENTS):
             for i, n in rows:
                 totals[int(i) - 1] += int(n)
         return totals
@@ -174,20 +166,23 @@ class Queries(Engine):
     def last_ops_between(self, segments: Sequence[Segment], path: str,
                          spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> list[str | None]:
         ops: list[str | None] = [None] * len(spans)
-        bounds = _span_bounds(spans)
-        for seg in segments:  # oldest first: a later segment's event is the later one
-            rows = self._rows(
-                "SELECT s.i, (SELECT e.op FROM eventckpt.events AS e WHERE e.tree_id = %(t)s AND e.stream_id = %(s)s"
-                " AND e.path = %(path)s AND e.version BETWEEN greatest(%(lo)s, s.av) AND least(%(hi)s, s.bv)"
-                " AND (e.version, e.seq) > (s.av, s.aseq) AND (e.version, e.seq) < (s.bv, s.bseq)"
-                " ORDER BY e.version DESC, e.seq DESC LIMIT 1)"
-                " FROM unnest(%(av)s::bigint[], %(as)s::bigint[], %(bv)s::bigint[], %(bs)s::bigint[])"
-                " WITH ORDINALITY AS s(av, aseq, bv, bseq, i)",
-                {"t": seg.tree_id, "s": seg.stream_id, "path": path, "lo": seg.lo, "hi": seg.hi, **bounds})
+        last = "e.op " + _SPAN_EVENTS + " ORDER BY e.version DESC, e.seq DESC LIMIT 1"
+        for rows in self._per_span(segments, path, spans, last):  # oldest first: a later segment's event is later
             for i, op in rows:
                 if op is not None:
                     ops[int(i) - 1] = op
         return ops
+
+    def _per_span(self, segments: Sequence[Segment], path: str,
+                  spans: Sequence[tuple[tuple[int, int], tuple[int, int]]], pick: str) -> Iterator[list[Any]]:
+        """For each segment, oldest first: (span number from 1, `pick` over the span's events at `path`) rows,
+        one statement per segment. `pick` is this module's own SQL, never a caller's."""
+        bounds = _span_bounds(spans)
+        for seg in segments:
+            yield self._rows(
+                f"SELECT s.i, (SELECT {pick}) FROM unnest(%(av)s::bigint[], %(as)s::bigint[], %(bv)s::bigint[],"
+                " %(bs)s::bigint[]) WITH ORDINALITY AS s(av, aseq, bv, bseq, i)",
+                {"t": seg.tree_id, "s": seg.stream_id, "path": path, "lo": seg.lo, "hi": seg.hi, **bounds})
 
     def nth_between(self, segments: Sequence[Segment], path: str, after: tuple[int, int], before: tuple[int, int],
                     n: int) -> tuple[Any, ...] | None:
@@ -398,6 +393,12 @@ class Queries(Engine):
         return {"streams": int(streams), "forks": int(forks), "versions": int(versions), "events": int(events),
                 "event_bytes": int(event_bytes), "snapshots": int(snapshots), "snapshot_bytes": int(snapshot_bytes),
                 "database_bytes": int(size), "free_bytes": 0}
+
+
+# The events at one path strictly between a span's two event positions (s: the span's row).
+_SPAN_EVENTS = ("FROM eventckpt.events AS e WHERE e.tree_id = %(t)s AND e.stream_id = %(s)s AND e.path = %(path)s"
+                " AND e.version BETWEEN greatest(%(lo)s, s.av) AND least(%(hi)s, s.bv)"
+                " AND (e.version, e.seq) > (s.av, s.aseq) AND (e.version, e.seq) < (s.bv, s.bseq)")
 
 
 def _span_bounds(spans: Sequence[tuple[tuple[int, int], tuple[int, int]]]) -> dict[str, list[int]]:
