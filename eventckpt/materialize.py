@@ -34,7 +34,6 @@ def materialize(
         if snap is None:
             state: dict[str, Any] = {}
             tracker = Tracker(policy)
-            shared: dict[str, Any] = {}
             since = 0
         else:
             since, state_text, manifest_text = snap
@@ -45,12 +44,11 @@ def materialize(
             missing = [key for key, (base, _) in manifest.items() if base == since and key not in state]
             if missing or type(state) is not dict:
                 raise CorruptStoreError(f"snapshot at version {since} lacks keys {missing!r} its manifest names")
-        observer = tracker if track else None
-        if snap is not None:
             for key, base in shared.items():
                 rebuild_key(journal, codec, segments, state, key, base, since, None, [])
             if list(state) != list(manifest):  # the state's order is the manifest's, not literal keys first
                 state = {key: state[key] for key in manifest if key in state}
+        observer = tracker if track else None
         # one tail query, folded in order: a key deleted and set again moves to the end among the others
         rest = []
         for row in journal.tail(segments_for(chain, upto) if upto is not None and upto > version else segments, since):
