@@ -98,12 +98,14 @@ JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead 
 
 
 @contextmanager
-def _open(path: str, *, create: bool = False) -> Iterator[eventckpt.Store]:
+def _open(path: str, *, create: bool = False, write: bool = False) -> Iterator[eventckpt.Store]:
     """The store at `path`. Only `demo`, `import` and `copy` (its target) create one: every other command
-    refuses a missing or empty file (StoreNotFoundError) and leaves it as it was. NaN and infinities are
-    allowed: commands only show and copy what a program stored (with allow_nan=True, maybe), never values
-    of their own."""
-    with eventckpt.open(path, create=create, allow_nan=True) as store:
+    refuses a missing or empty file (StoreNotFoundError) and leaves it as it was. A command that only
+    reads opens the store read-only, so it never writes, not even the schema upgrade a writable open of a
+    store from an earlier eventckpt makes (it is refused with OlderSchemaError; `upgrade` does that). NaN
+    and infinities are allowed: commands only show and copy what a program stored (with allow_nan=True,
+    maybe), never values of their own."""
+    with eventckpt.open(path, create=create, readonly=not (create or write), allow_nan=True) as store:
         yield store
 
 
@@ -294,7 +296,7 @@ def fork(path: str, ref: str, new_name: str | None, as_json: bool) -> None:
 
     Nothing is copied. Example: eventckpt fork agent.db demo@3 --name retry
     """
-    with _open(path) as store:
+    with _open(path, write=True) as store:
         stream, version = parse_ref(store, ref)
         branch = store.stream(stream).fork(at=version, task_id=new_name)
         origin = branch.parent
@@ -314,7 +316,7 @@ def rollback(path: str, stream: str, version: int, as_json: bool) -> None:
 
     Example: eventckpt rollback agent.db demo 3
     """
-    with _open(path) as store:
+    with _open(path, write=True) as store:
         cp = store.stream(stream).rollback(version)
         if as_json:
             emit_json({"stream": stream, "version": cp.version, "rollback_to": version})
@@ -531,6 +533,23 @@ def serve(path: str, host: str, port: int, open_browser: bool, verbose: bool) ->
         if exc.errno == errno.EADDRINUSE:
             raise click.ClickException(f"port {port} on {host} is in use: pick another with --port (0: any free one)") from None
         raise
+
+
+@main.command()
+@STORE
+@JSON
+def upgrade(path: str, as_json: bool) -> None:
+    """Upgrade a store written by an earlier eventckpt to this version's schema, in one transaction.
+
+    The commands that only read never upgrade a store: they refuse an older one. Running it again does
+    nothing. Example: eventckpt upgrade agent.db
+    """
+    with _open(path, write=True) as store, store.core.session() as journal:  # a writable open upgrades
+        version = journal.schema_version()
+    if as_json:
+        emit_json({"store": path, "schema_version": version})
+    else:
+        click.echo(f"{path}: schema version {version}, this eventckpt's")
 
 
 # -- demo ---------------------------------------------------------------------------------------------

@@ -144,6 +144,19 @@ class NewerSchemaError(SchemaError):
         )
 
 
+class OlderSchemaError(SchemaError):
+    """A read-only open of a store written by an earlier eventckpt: reading never upgrades a store, so it
+    must be opened once for writing first (`eventckpt upgrade STORE`)."""
+
+    def __init__(self, path: str, found: int, current: int) -> None:
+        self.found = found
+        self.current = current
+        super().__init__(
+            path, f"the store holds schema version {found} and this eventckpt reads version {current}; reading never"
+            f" upgrades a store: open it once for writing (eventckpt upgrade STORE) to upgrade it"
+        )
+
+
 class StorageError(EventCkptError):
     """The storage engine failed (I/O, locking, corruption); the message names the cause."""
 

@@ -412,3 +412,73 @@ def test_human_output_shows_a_change_of_type(tmp_path: Path) -> None:
     ]
     code, out, err = run("history", path, "t", "x")
     assert code == 0 and [line.split(None, 5)[5] for line in out.splitlines()] == ["(1, 2)", "[1,2]"]
+
+
+def _older_store(path: Path, rung: int = 5) -> None:
+    """A store as an earlier eventckpt left it: the schema ladder up to `rung`, in WAL mode."""
+    from eventckpt.journal import APPLICATION_ID, schema_files
+
+    conn = apsw.Connection(str(path))
+    conn.execute("PRAGMA journal_mode = WAL").fetchall()
+    for number, _, sql in schema_files():
+        if number <= rung:
+            conn.execute(sql)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute(f"PRAGMA user_version = {rung}")
+    conn.close()
+
+
+@pytest.mark.parametrize("command", [["streams"], ["stats"], ["verify"], ["sql", "SELECT count(*) FROM streams"],
+                                     ["log", "demo"], ["show", "demo"]])
+def test_read_commands_never_upgrade_an_older_store(tmp_path: Path, command: list[str]) -> None:
+    """A command that only reads refuses a store from an earlier eventckpt with OlderSchemaError, naming
+    `eventckpt upgrade`, and leaves its bytes as they were (a writable open would have upgraded it)."""
+    path = tmp_path / "old.db"
+    _older_store(path)
+    before = path.read_bytes()
+    code, out, err = run(command[0], path, *command[1:])
+    assert code == 1 and out == ""
+    assert err.startswith("Error: OlderSchemaError: ") and "schema version 5" in err and "eventckpt upgrade" in err
+    assert err.count("\n") == 1
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.db"]
+
+
+def test_upgrade_brings_an_older_store_to_the_current_schema(tmp_path: Path) -> None:
+    """`upgrade` applies the schema ladder to a store from an earlier eventckpt; the read commands then read
+    it, and running it again changes nothing."""
+    from eventckpt.journal import SCHEMA_VERSION
+
+    path = tmp_path / "old.db"
+    _older_store(path)
+    code, out, err = run("upgrade", path, "--json")
+    assert code == 0, err
+    assert orjson.loads(out) == {"store": str(path), "schema_version": SCHEMA_VERSION}
+    assert run("streams", path)[0] == 0
+    rows = journal_rows(path)
+    code, out, _ = run("upgrade", path)
+    assert code == 0 and out == f"{path}: schema version {SCHEMA_VERSION}, this eventckpt's\n"
+    assert journal_rows(path) == rows
+
+
+def test_read_commands_leave_a_rollback_journal_backup_as_it_is(demo: Path, tmp_path: Path) -> None:
+    """Reading a backup made with `VACUUM INTO` (a rollback-journal file, not WAL) leaves its bytes alone:
+    a writable open would have switched it to WAL mode."""
+    backup = tmp_path / "backup.db"
+    conn = apsw.Connection(str(demo))
+    conn.execute(f"VACUUM INTO '{backup}'")
+    conn.close()
+    before = backup.read_bytes()
+    for command in (["streams"], ["log", "demo"], ["show", "demo@3"], ["verify"], ["stats"], ["export", "demo"]):
+        code, _, err = run(command[0], backup, *command[1:])
+        assert code == 0, (command, err)
+    assert backup.read_bytes() == before
+
+
+def test_writing_commands_still_write(demo: Path) -> None:
+    """fork and rollback open the store for writing (the read-only opens of the read commands are not theirs)."""
+    assert run("fork", demo, "demo@3", "--name", "mine")[0] == 0
+    assert run("rollback", demo, "demo", "2")[0] == 0
+    with eventckpt.open(demo, readonly=True) as store:
+        assert store.stream("mine").state() == store.stream("demo").state(3)
+        assert store.stream("demo").state() == store.stream("demo").state(2)

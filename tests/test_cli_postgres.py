@@ -29,7 +29,7 @@ def test_readme_command_table_on_postgresql(databases: dict[str, str], tmp_path:
     """The table's commands, run on URLs instead of files, all succeed, and they leave in the stores what
     they leave in files: the demo's streams, the fork, the rollback, the import and the copy."""
     table = [step[1] for step in readme_steps() if step[0] == "cli"][1:]  # [0] is the set-up's demo
-    assert len(table) == 16 and table[0] == "eventckpt demo agent.db"
+    assert len(table) == 17 and table[0] == "eventckpt demo agent.db"
     for command in table:
         for name, url in databases.items():
             command = command.replace(f" {name}", f" {url}")

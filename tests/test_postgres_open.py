@@ -134,6 +134,23 @@ def test_a_newer_store_is_refused_untouched(pg_target: str) -> None:
             conn.execute("UPDATE eventckpt.store_info SET schema_version = schema_version - 1")
 
 
+def test_a_read_only_open_of_an_older_store_is_refused_untouched(pg_target: str) -> None:
+    """A read-only open of a store at an earlier schema version raises OlderSchemaError (naming `eventckpt
+    upgrade`) and does not upgrade it; a writable open then does."""
+    with psycopg.connect(pg_target, autocommit=True) as conn:
+        conn.execute("UPDATE eventckpt.store_info SET schema_version = schema_version - 1")
+        older = conn.execute("SELECT schema_version FROM eventckpt.store_info").fetchone()[0]
+    try:
+        with pytest.raises(eventckpt.OlderSchemaError) as info:
+            eventckpt.open(pg_target, readonly=True)
+        assert info.value.found == older and "eventckpt upgrade" in str(info.value)
+        with psycopg.connect(pg_target, autocommit=True) as conn:
+            assert conn.execute("SELECT schema_version FROM eventckpt.store_info").fetchone()[0] == older
+    finally:
+        with psycopg.connect(pg_target, autocommit=True) as conn:
+            conn.execute("UPDATE eventckpt.store_info SET schema_version = schema_version + 1")
+
+
 def test_a_read_only_store_reads_and_refuses_writes(pg_target: str) -> None:
     """readonly=True reads every version and refuses any write with ReadOnlyStoreError."""
     with eventckpt.open(pg_target) as store:

@@ -99,7 +99,7 @@ def test_readme_examples_run_in_order_in_one_directory(tmp_path: Path, monkeypat
         checked.append(expr)
 
     steps = readme_steps()
-    assert [s[0] for s in steps].count("python") == 4 and [s[0] for s in steps].count("cli") == 17
+    assert [s[0] for s in steps].count("python") == 4 and [s[0] for s in steps].count("cli") == 18
     for step in steps:
         if step[0] == "python":
             exec(compile(with_checks(step[1], "_check"), "README example", "exec"), {"_check": check})

@@ -79,7 +79,7 @@ def migrate(conn: psycopg.Connection[Any], target: str, readonly: bool = False, 
                 if not version and (readonly or not create):
                     raise errors.StoreNotFoundError(target, "the database holds no eventckpt store (schema eventckpt)")
                 if readonly:
-                    raise errors.SchemaError(target, "a read-only store must already hold the current schema")
+                    raise errors.OlderSchemaError(target, version, SCHEMA_VERSION)
                 if version:  # wait for (and then see) another process's upgrade
                     conn.execute("SELECT schema_version FROM eventckpt.store_info WHERE id = 1 FOR UPDATE")
                     version = stored_version(conn, target)

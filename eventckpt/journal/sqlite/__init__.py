@@ -112,7 +112,7 @@ def connect(
         if fresh and not create and not memory:
             raise errors.StoreNotFoundError(path, "the file is empty: there is no store to read")
         if readonly and user_version < SCHEMA_VERSION:
-            raise errors.SchemaError(path, "a read-only store must already hold the current schema")
+            raise errors.OlderSchemaError(path, user_version, SCHEMA_VERSION)
         if not readonly:
             if fresh:
                 conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # must precede WAL and the first table
@@ -125,9 +125,13 @@ def connect(
         if not readonly and user_version < SCHEMA_VERSION:
             journal.migrate()
         return SqliteBackend(journal)
-    except apsw.Error as exc:
+    except BaseException as exc:  # a refused file is left as it was: closed, and no -wal/-shm of ours left
         conn.close()
-        raise translate(exc, f"opening {path}") from None
+        if tidy:
+            remove_wal_files(path, vfs)
+        if isinstance(exc, apsw.Error):
+            raise translate(exc, f"opening {path}") from None
+        raise
     except BaseException:
         conn.close()
         raise
