@@ -425,3 +425,45 @@ def test_numbers_past_64_bits_are_exact_in_every_twin(tmp_path: Path) -> None:
             body = get(server.url, target.replace("?", ".json?") if "?" in target else target + ".json")[2]
             assert str(3 * top).encode() in body, target
         assert f'"n":{{"$bigint":"{big}"}}'.encode() in get(server.url, "/search.json?name=big")[2]  # as stored
+
+
+def _json(url: str) -> str:
+    """The JSON twin of a page link."""
+    base, sep, query = url.partition("?")
+    return base + ".json" + sep + query
+
+
+def _reachable_keys(base: str, start: str) -> set[Any]:
+    """The keys of every node shown by the pages reachable from `start` through gaps and pagers."""
+    seen, todo, visited = set(), [start], set()
+    while todo:
+        url = todo.pop()
+        if url in visited:
+            continue
+        visited.add(url)
+        data = twin(base, _json(url))
+        for child in data["node"]["children"]:
+            if child["kind"] == "gap":
+                assert child["href"], child
+                todo.append(child["href"])
+            else:
+                seen.add(child["key"])
+        todo += [u for u in (data["next_page"], data["previous_page"]) if u]
+    return seen
+
+
+def test_gaps_of_a_spent_node_budget_name_the_items_they_hide(tmp_path: Path) -> None:
+    """When a page's node budget runs out in a window of a long list or dict, the gap names and links the
+    parent's own positions, so every item is on some page."""
+    path = tmp_path / "b.db"
+    with eventckpt.open(path) as store:
+        store.stream("b").save({"messages": [{f"f{j}": j for j in range(20)} for _ in range(300)],
+                                "cache": {f"q{i:03}": {f"f{j}": j for j in range(30)} for i in range(350)}})
+    with serving(str(path)) as server:
+        window = twin(server.url, "/s/b/v/1/state.json?path=messages&start=100")["node"]
+        gap = next(c for c in window["children"] if c["kind"] == "gap")
+        assert 100 < gap["start"] < gap["stop"] == 200 and "start=%d" % gap["start"] in gap["href"]
+        keys = twin(server.url, "/s/b/v/1/state.json?path=cache&start=200")["node"]
+        gap = next(c for c in keys["children"] if c["kind"] == "gap")
+        assert 200 < gap["start"] < gap["stop"] == 300 and "start=%d" % gap["start"] in gap["href"]
+        assert _reachable_keys(server.url, "/s/b/v/1/state?path=cache") == {f"q{i:03}" for i in range(350)}

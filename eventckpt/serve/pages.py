@@ -327,7 +327,7 @@ def node(store: Store, name: str, number: int, query: Query) -> Page:
     if length is not None:
         stop = min(start + ITEMS_PAGE, length)
         items = task.value(path, number, start=start, stop=stop) if start < length else []
-        children = builder.children(list(enumerate(_plain(encode, items), start)), path)
+        children = builder.children(list(enumerate(_plain(encode, items), start)), path, start)
         tree = {"key": path[-1], "path": text, "kind": "array", "size": length, "children": children,
                 "window": [start, stop]}
         more = (node_url(name, number, text, max(start - ITEMS_PAGE, 0)) if start > 0 else None,
@@ -337,7 +337,7 @@ def node(store: Store, name: str, number: int, query: Query) -> Page:
         if isinstance(value, dict) and len(value) > ITEMS_PAGE:
             keys = list(value)[start:start + ITEMS_PAGE]
             tree = {"key": path[-1], "path": text, "kind": "object", "size": len(value),
-                    "children": builder.children([(k, value[k]) for k in keys], path),
+                    "children": builder.children([(k, value[k]) for k in keys], path, start),
                     "window": [start, start + len(keys)]}
             more = (node_url(name, number, text, max(start - ITEMS_PAGE, 0)) if start > 0 else None,
                     node_url(name, number, text, start + ITEMS_PAGE) if start + ITEMS_PAGE < len(value) else None)

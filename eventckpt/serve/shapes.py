@@ -117,11 +117,13 @@ class TreeBuilder:
                                          list(enumerate(value[-TAIL_ITEMS:], len(value) - TAIL_ITEMS)))
         return out
 
-    def children(self, pairs: Sequence[tuple[Any, Any]], parent: Path | None) -> list[dict[str, Any]]:
+    def children(self, pairs: Sequence[tuple[Any, Any]], parent: Path | None, first: int = 0) -> list[dict[str, Any]]:
+        """Nodes of the items (or keys) at positions first.. of the parent: a page may show a window of a
+        long value, and a gap must name the parent's own positions for its link to show what it hides."""
         out = []
         for i, (key, value) in enumerate(pairs):
             if self.budget <= 0:  # the rest on the parent's own page
-                out.append(self.gap(path_text(parent), key if type(key) is int else i, len(pairs)))
+                out.append(self.gap(path_text(parent), first + i, first + len(pairs)))
                 break
             out.append(self.node(key, None if parent is None else parent + (key,), value))
         return out
@@ -132,7 +134,7 @@ class TreeBuilder:
         missing, stop = (head[-1][0] + 1 if head else 0), (tail[0][0] if tail else size)
         if missing < stop:
             out.append(self.gap(path_text(path), missing, stop))
-        return out + self.children(tail, path)
+        return out + self.children(tail, path, stop)
 
     def gap(self, path: str | None, start: int, stop: int) -> dict[str, Any]:
         """Items (or keys) start..stop not shown here, with a link to the page that shows them."""
