@@ -433,23 +433,29 @@ def _json(url: str) -> str:
     return base + ".json" + sep + query
 
 
-def _reachable_keys(base: str, start: str) -> set[Any]:
-    """The keys of every node shown by the pages reachable from `start` through gaps and pagers."""
-    seen, todo, visited = set(), [start], set()
-    while todo:
-        url = todo.pop()
-        if url in visited:
-            continue
-        visited.add(url)
-        data = twin(base, _json(url))
-        for child in data["node"]["children"]:
+def _reachable_nodes(base: str, start: str) -> list[dict[str, Any]]:
+    """Every node (gaps aside) of every page reachable from `start` through gaps and pagers; every gap
+    must have a link."""
+    nodes: list[dict[str, Any]] = []
+    todo, visited = [start], set()
+
+    def walk(node: dict[str, Any]) -> None:
+        for child in node.get("children", []):
             if child["kind"] == "gap":
                 assert child["href"], child
                 todo.append(child["href"])
             else:
-                seen.add(child["key"])
-        todo += [u for u in (data["next_page"], data["previous_page"]) if u]
-    return seen
+                nodes.append(child)
+                walk(child)
+
+    while todo:
+        url = todo.pop()
+        if url not in visited:
+            visited.add(url)
+            data = twin(base, _json(url))
+            walk(data["node"])
+            todo += [u for u in (data["next_page"], data["previous_page"]) if u]
+    return nodes
 
 
 def test_gaps_of_a_spent_node_budget_name_the_items_they_hide(tmp_path: Path) -> None:
@@ -466,4 +472,30 @@ def test_gaps_of_a_spent_node_budget_name_the_items_they_hide(tmp_path: Path) ->
         keys = twin(server.url, "/s/b/v/1/state.json?path=cache&start=200")["node"]
         gap = next(c for c in keys["children"] if c["kind"] == "gap")
         assert 200 < gap["start"] < gap["stop"] == 300 and "start=%d" % gap["start"] in gap["href"]
-        assert _reachable_keys(server.url, "/s/b/v/1/state?path=cache") == {f"q{i:03}" for i in range(350)}
+        keys = {n["key"] for n in _reachable_nodes(server.url, "/s/b/v/1/state?path=cache")}
+        assert keys >= {f"q{i:03}" for i in range(350)}
+
+
+def test_every_item_of_a_tagged_value_has_a_page(tmp_path: Path) -> None:
+    """The middle of a long set, tuple or dict with int keys (tagged values) and of a list below a key that
+    is no path is linked from the version page and paged from the node page, shown as stored."""
+    path = tmp_path / "t.db"
+    state = {"scores": {step: step * 10 for step in range(100)}, "seen": set(range(100)), "path": tuple(range(100)),
+             "odd": {'a"b': list(range(100))}, "nested": {1: [tuple(range(100))]}}
+    with eventckpt.open(path) as store:
+        store.stream("t").save(state)
+    with serving(str(path)) as server:
+        version = twin(server.url, "/s/t/v/1.json")["state"]
+        seen = next(c for c in version["children"] if c["key"] == "seen")
+        gap = seen["children"][0]["children"][5]
+        assert gap["kind"] == "gap" and (gap["start"], gap["stop"]) == (5, 75) and gap["href"]
+        window = twin(server.url, _json(gap["href"]))
+        assert window["node"]["window"] == [5, 100] and window["inner"] == '["$set"]'
+        assert [c["key"] for c in window["node"]["children"]] == list(range(5, 100))
+        assert "as stored:" in page(server.url, gap["href"])
+        for key in state:
+            for start in (f"/s/t/v/1/state?path={key}", "/s/t/v/1/state"):
+                values = {n.get("value") for n in _reachable_nodes(server.url, start)}
+                assert values >= set(range(100)), (key, start)
+        assert get(server.url, "/s/t/v/1/state.json?path=seen&inner=%5B%22nope%22%5D")[0] == 400
+        assert get(server.url, "/s/t/v/1/state.json?path=seen&inner=nope")[0] == 400

@@ -6,7 +6,8 @@ Routes (each page also answers as JSON when its last segment ends in `.json`):
     /, /streams                     streams, newest first, and the fork graph of each tree
     /s/NAME                         a stream's timeline (?before=V&n=N)
     /s/NAME/v/V                     a version (?pin=PATH)
-    /s/NAME/v/V/state               one node of that version's state (?path=PATH&start=I)
+    /s/NAME/v/V/state               one node of that version's state (?path=PATH&start=I; &inner=KEYS goes
+                                    on into its stored form: a JSON list of keys and indices)
     /s/NAME/history                 a path's history (?path=PATH&until=V&n=N)
     /diff                           two versions compared (?a=NAME@V&b=NAME@V&start=I)
     /search                         checkpoints by name and metadata (?name=...&meta=KEY=VALUE)

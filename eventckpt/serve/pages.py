@@ -58,8 +58,14 @@ def version_url(name: str, version: int, **params: Any) -> str:
     return _href(f"/s/{_segment(name)}/v/{version}", **params)
 
 
-def node_url(name: str, version: int, path: str, start: int = 0) -> str:
-    return _href(f"/s/{_segment(name)}/v/{version}/state", path=path, start=start or None)
+def node_url(name: str, version: int, path: str, start: int = 0, inner: Sequence[Any] = ()) -> str:
+    return _href(f"/s/{_segment(name)}/v/{version}/state", path=path,
+                 inner=orjson.dumps(list(inner)).decode() if inner else None, start=start or None)
+
+
+def _where_url(name: str, version: int) -> Any:
+    """A TreeBuilder's link: the page of a node (its path, and the keys of the stored form below it)."""
+    return lambda where, start: node_url(name, version, shapes.path_text(where.path) or "$", start, where.inner)
 
 
 def history_url(name: str, path: str, **params: Any) -> str:
@@ -105,6 +111,20 @@ def _path(query: Query, name: str, required: bool = True) -> Path | None:
             raise BadRequest(f"{name} must name a path, e.g. scratch.best_fare or $.messages[3].content")
         return None
     return parse_path(text)
+
+
+def _inner(query: Query) -> tuple[Any, ...]:
+    """The `inner` parameter: keys (strings) and indices (whole numbers) as a JSON list."""
+    text = _one(query, "inner")
+    if not text:
+        return ()
+    try:
+        keys = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        keys = None
+    if not isinstance(keys, list) or not all(type(k) is str or (type(k) is int and k >= 0) for k in keys):
+        raise BadRequest(f"inner must be a JSON list of keys and indices, e.g. [\"$set\", 3], not {text!r}")
+    return tuple(keys)
 
 
 def _ref(store: Store, text: str) -> tuple[str, int | None]:
@@ -226,20 +246,20 @@ def timeline(store: Store, name: str, query: Query) -> Page:
 def state_tree(store: Store, task: CheckpointStore, version: int) -> dict[str, Any]:
     """The state at a version as nodes; a long top-level list shows its first and last items, read
     without restoring the rest (CheckpointStore.value with start/stop)."""
-    name = task.task_id
-    builder = shapes.TreeBuilder(lambda path, start: node_url(name, version, path, start))
+    builder = shapes.TreeBuilder(_where_url(task.task_id, version))
     encode = store.codec.encode
     children = []
     for key in task.keys(version):
+        where = shapes.Where(()).child(key)
         length = task.length((key,), version)
         if length is not None and length > shapes.INLINE_ITEMS:
             head = task.value((key,), version, start=0, stop=shapes.HEAD_ITEMS)
             tail = task.value((key,), version, start=-shapes.TAIL_ITEMS)
-            node = {"key": key, "path": shapes.path_text((key,)), "kind": "array", "size": length,
-                    "children": builder.items((key,), length, list(enumerate(_plain(encode, head))),
+            node = {"key": key, "path": where.text, "kind": "array", "size": length,
+                    "children": builder.items(where, length, list(enumerate(_plain(encode, head))),
                                               list(enumerate(_plain(encode, tail), length - shapes.TAIL_ITEMS)))}
         else:
-            node = builder.node(key, (key,), _plain(encode, task.value((key,), version)))
+            node = builder.node(key, where, _plain(encode, task.value((key,), version)))
         children.append(node)
     return {"key": None, "path": "$", "kind": "object", "size": len(children), "children": children}
 
@@ -309,44 +329,55 @@ def _entry(store: Store, name: str, e: Any, pin: str) -> dict[str, Any]:
 
 
 def node(store: Store, name: str, number: int, query: Query) -> Page:
-    """One node of the state at a version, its items (or keys) a page at a time."""
+    """One node of the state at a version, its items (or keys) a page at a time. `inner` (a JSON list of
+    keys and indices) goes on into the stored form of the value at `path`: into a tagged value (a set, a
+    tuple, a dict with int keys, ...) or past a key that is no path, which have no path of their own."""
     task = _stream(store, name)
     task.get(number)
     path = _path(query, "path", required=False)
+    inner = _inner(query)
     start = _int(query, "start", 0, 0, 2**62) or 0
-    if path is None:
+    if path is None and not inner:
         tree = state_tree(store, task, number)
-        return Page("node.html", f"{name}@{number} $", {"stream": name, "version": number, "path": "$", "node": tree,
-                                                        "previous_page": None, "next_page": None,
+        return Page("node.html", f"{name}@{number} $", {"stream": name, "version": number, "path": "$", "inner": None,
+                                                        "node": tree, "previous_page": None, "next_page": None,
                                                         "version_href": version_url(name, number),
                                                         "history_href": None})
-    text = to_text(path)
-    builder = shapes.TreeBuilder(lambda p, s: node_url(name, number, p, s))
+    where = shapes.Where(path or (), inner)
+    text = shapes.path_text(where.path) or "$"
+    builder = shapes.TreeBuilder(_where_url(name, number))
     encode = store.codec.encode
-    length = task.length(path, number)
-    if length is not None:
-        stop = min(start + ITEMS_PAGE, length)
-        items = task.value(path, number, start=start, stop=stop) if start < length else []
-        children = builder.children(list(enumerate(_plain(encode, items), start)), path, start)
-        tree = {"key": path[-1], "path": text, "kind": "array", "size": length, "children": children,
-                "window": [start, stop]}
-        more = (node_url(name, number, text, max(start - ITEMS_PAGE, 0)) if start > 0 else None,
-                node_url(name, number, text, stop) if stop < length else None)
+    key = inner[-1] if inner else path[-1] if path else None
+    length = task.length(path, number) if path and not inner else None
+    read_window = length is not None  # a list the store reads a window of, without the rest
+    if read_window:
+        value: Any = _plain(encode, task.value(path, number, start=start, stop=start + ITEMS_PAGE)) if start < length else []
     else:
-        value = _plain(encode, task.value(path, number))
-        if isinstance(value, dict) and len(value) > ITEMS_PAGE:
-            keys = list(value)[start:start + ITEMS_PAGE]
-            tree = {"key": path[-1], "path": text, "kind": "object", "size": len(value),
-                    "children": builder.children([(k, value[k]) for k in keys], path, start),
-                    "window": [start, start + len(keys)]}
-            more = (node_url(name, number, text, max(start - ITEMS_PAGE, 0)) if start > 0 else None,
-                    node_url(name, number, text, start + ITEMS_PAGE) if start + ITEMS_PAGE < len(value) else None)
+        value = _plain(encode, task.value(path, number) if path else task.state(number))
+        for depth, step in enumerate(inner):
+            if isinstance(value, list) and type(step) is int and step < len(value) or isinstance(value, dict) and step in value:
+                value = value[step]
+            else:
+                raise BadRequest(f"{text} holds nothing at inner {orjson.dumps(inner[:depth + 1]).decode()}")
+        length = len(value) if isinstance(value, (list, dict)) else None
+    if length is None or (length <= ITEMS_PAGE and start == 0):
+        tree, more = builder.node(key, where, value), (None, None)
+    else:  # a window of a long list or dict (or of a shorter one, from a gap where a page's budget ran out)
+        stop = max(min(start + ITEMS_PAGE, length), start)
+        if isinstance(value, dict):
+            pairs = [(k, value[k]) for k in list(value)[start:stop]]
         else:
-            tree, more = builder.node(path[-1], path, value), (None, None)
-    data = {"stream": name, "version": number, "path": text, "node": tree, "previous_page": more[0],
-            "next_page": more[1], "version_href": version_url(name, number, pin=text),
-            "history_href": history_url(name, text, until=number)}
-    return Page("node.html", f"{name}@{number} {text}", data)
+            pairs = list(enumerate(value if read_window else value[start:stop], start))
+        tree = {"key": key, "path": where.text, "kind": shapes.kind_of(value), "size": length, "window": [start, stop],
+                "children": builder.children(pairs, where, start, tagged=shapes.is_tagged(value))}
+        more = (node_url(name, number, text, max(start - ITEMS_PAGE, 0), inner) if start > 0 else None,
+                node_url(name, number, text, stop, inner) if stop < length else None)
+    data = {"stream": name, "version": number, "path": text, "inner": orjson.dumps(inner).decode() if inner else None,
+            "node": tree, "previous_page": more[0], "next_page": more[1],
+            "version_href": version_url(name, number, pin=text if path else None),
+            "history_href": history_url(name, text, until=number) if path else None}
+    title = f"{name}@{number} {text}" + (f" {data['inner']}" if inner else "")
+    return Page("node.html", title, data)
 
 
 def history(store: Store, name: str, query: Query) -> Page:

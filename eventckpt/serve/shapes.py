@@ -5,7 +5,7 @@ geometry is computed here; the templates turn it into SVG and HTML (escaping eve
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -88,57 +88,81 @@ def kind_of(value: Any) -> str:
     return "number"
 
 
+def is_tagged(value: Any) -> bool:
+    """A stored object that is the tagged form of something else (a set, a tuple, a dict whose keys are
+    not strings or not paths, a datetime, ...): its keys are no part of the value's paths."""
+    return isinstance(value, dict) and any(type(k) is str and k.startswith("$") for k in value)
+
+
+class Where(NamedTuple):
+    """Where a node is: the nearest path the store answers for (keys and indices of the state itself),
+    and below it the keys of the stored form down to the node (into a tagged value, or past a key that
+    is no path), so that every stored item has a page even where it has no path."""
+
+    path: Path
+    inner: tuple[Any, ...] = ()
+
+    def child(self, key: Any, tagged: bool = False) -> Where:
+        if not self.inner and not tagged and path_text(self.path + (key,)) is not None:
+            return Where(self.path + (key,))
+        return Where(self.path, self.inner + (key,))
+
+    @property
+    def text(self) -> str | None:
+        """The JSON path of the node when it has one (it can be pinned, its history asked)."""
+        return None if self.inner else path_text(self.path)
+
+
 class TreeBuilder:
     """Nodes of plain JSON (a decoded state's stored form) within a page's node budget."""
 
-    def __init__(self, link: Callable[[str, int], str] | None) -> None:
-        self.link = link  # (path text, start) -> the URL of a node's own page
+    def __init__(self, link: Callable[[Where, int], str] | None) -> None:
+        self.link = link  # (where a node is, start) -> the URL of its own page from item `start` on
         self.budget = NODE_BUDGET
 
-    def node(self, key: Any, path: Path | None, value: Any) -> dict[str, Any]:
+    def node(self, key: Any, where: Where, value: Any) -> dict[str, Any]:
         self.budget -= 1
         kind = kind_of(value)
-        out: dict[str, Any] = {"key": key, "path": path_text(path), "kind": kind}
+        out: dict[str, Any] = {"key": key, "path": where.text, "kind": kind}
         if kind not in ("object", "array"):
             out["value"] = Raw(orjson.dumps(value).decode())
             return out
         out["size"] = len(value)
-        tagged = kind == "object" and any(type(k) is str and k.startswith("$") for k in value)
-        inner = None if path is None or tagged else path
         if kind == "object":
             keys = list(value)[:INLINE_KEYS]
-            out["children"] = self.children([(k, value[k]) for k in keys], inner)
+            out["children"] = self.children([(k, value[k]) for k in keys], where, tagged=is_tagged(value))
             if len(value) > len(keys):
-                out["children"].append(self.gap(out["path"], len(keys), len(value)))
+                out["children"].append(self.gap(where, len(keys), len(value)))
         elif len(value) <= INLINE_ITEMS:
-            out["children"] = self.children(list(enumerate(value)), inner)
+            out["children"] = self.children(list(enumerate(value)), where)
         else:
-            out["children"] = self.items(inner, len(value), list(enumerate(value[:HEAD_ITEMS])),
+            out["children"] = self.items(where, len(value), list(enumerate(value[:HEAD_ITEMS])),
                                          list(enumerate(value[-TAIL_ITEMS:], len(value) - TAIL_ITEMS)))
         return out
 
-    def children(self, pairs: Sequence[tuple[Any, Any]], parent: Path | None, first: int = 0) -> list[dict[str, Any]]:
+    def children(self, pairs: Sequence[tuple[Any, Any]], parent: Where, first: int = 0, *,
+                 tagged: bool = False) -> list[dict[str, Any]]:
         """Nodes of the items (or keys) at positions first.. of the parent: a page may show a window of a
         long value, and a gap must name the parent's own positions for its link to show what it hides."""
         out = []
         for i, (key, value) in enumerate(pairs):
             if self.budget <= 0:  # the rest on the parent's own page
-                out.append(self.gap(path_text(parent), first + i, first + len(pairs)))
+                out.append(self.gap(parent, first + i, first + len(pairs)))
                 break
-            out.append(self.node(key, None if parent is None else parent + (key,), value))
+            out.append(self.node(key, parent.child(key, tagged), value))
         return out
 
-    def items(self, path: Path | None, size: int, head: list[tuple[int, Any]], tail: list[tuple[int, Any]]) -> list[dict[str, Any]]:
+    def items(self, where: Where, size: int, head: list[tuple[int, Any]], tail: list[tuple[int, Any]]) -> list[dict[str, Any]]:
         """A long list's first and last items with a gap between (what was read of it)."""
-        out = self.children(head, path)
+        out = self.children(head, where)
         missing, stop = (head[-1][0] + 1 if head else 0), (tail[0][0] if tail else size)
         if missing < stop:
-            out.append(self.gap(path_text(path), missing, stop))
-        return out + self.children(tail, path, stop)
+            out.append(self.gap(where, missing, stop))
+        return out + self.children(tail, where, stop)
 
-    def gap(self, path: str | None, start: int, stop: int) -> dict[str, Any]:
+    def gap(self, where: Where, start: int, stop: int) -> dict[str, Any]:
         """Items (or keys) start..stop not shown here, with a link to the page that shows them."""
-        href = self.link(path, start) if self.link is not None and path is not None else None
+        href = self.link(where, start) if self.link is not None else None
         return {"kind": "gap", "start": start, "stop": stop, "href": href}
 
 
