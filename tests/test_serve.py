@@ -499,3 +499,23 @@ def test_every_item_of_a_tagged_value_has_a_page(tmp_path: Path) -> None:
                 assert values >= set(range(100)), (key, start)
         assert get(server.url, "/s/t/v/1/state.json?path=seen&inner=%5B%22nope%22%5D")[0] == 400
         assert get(server.url, "/s/t/v/1/state.json?path=seen&inner=nope")[0] == 400
+
+
+def test_newer_pages_of_a_timeline_follow_the_versions_shown(tmp_path: Path) -> None:
+    """"← newer" on a timeline shows the versions just after the newest one shown, also where retention
+    left holes in the version numbers, so walking back to the head shows each version once."""
+    path = tmp_path / "p.db"
+    with eventckpt.open(path) as store:
+        task = store.stream("p")
+        for i in range(1, 41):
+            task.save({"step": i}, auto=i % 4 != 0)
+        task.prune(keep_last=10, auto_only=True)
+        versions = task.list_versions()
+    with serving(str(path)) as server:
+        data = twin(server.url, "/s/p.json?n=5&before=9")
+        walked = [v["version"] for v in data["versions"]]
+        while data["newer"]:
+            data = twin(server.url, _json(data["newer"]))
+            walked += [v["version"] for v in data["versions"]]
+        assert sorted(walked) == versions and len(walked) == len(versions)
+        assert get(server.url, "/s/p.json?before=9&after=3")[0] == 400

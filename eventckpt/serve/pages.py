@@ -206,11 +206,18 @@ def streams(store: Store, query: Query) -> Page:
 
 
 def timeline(store: Store, name: str, query: Query) -> Page:
-    """A stream's versions newest first, a page at a time, with plots of token usage and event bytes."""
+    """A stream's versions newest first, a page at a time (before or after a version), with plots of token
+    usage and event bytes."""
     task = _stream(store, name)
     n = _int(query, "n", VERSIONS_PAGE, 1, 1000)
     before = _int(query, "before", None, 1, 2**62)
+    after = _int(query, "after", None, 0, 2**62)
+    if before is not None and after is not None:
+        raise BadRequest("a timeline page is the versions before one version or after one, not both")
     head = task.version
+    if after is not None:  # the n versions just after it (retention may have left holes in the numbers)
+        above = task.sizes(after + 1, limit=n)
+        before = above[-1].version + 1 if above else after + 1
     found = task.log(n + 1, before=before)
     page = found[:n]
     sizes = {s.version: s for s in task.sizes(page[-1].version, page[0].version)} if page else {}
@@ -231,8 +238,7 @@ def timeline(store: Store, name: str, query: Query) -> Page:
         "plots": shapes.plots([r["version"] for r in oldest_first], [r["usage"] for r in oldest_first],
                               [(r["events"], r["bytes"]) for r in oldest_first]),
         "graph": _graph(store, name, current=name),
-        "newer": (stream_url(name, before=before + n if before + n <= head else None, n=keep)
-                  if before is not None and before <= head else None),
+        "newer": stream_url(name, after=page[0].version, n=keep) if page and page[0].version < head else None,
         "older": stream_url(name, before=page[-1].version, n=keep) if len(found) > n else None,
         "diff_action": "/diff",
     }
