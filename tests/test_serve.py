@@ -158,8 +158,8 @@ def test_version_page(site: tuple[str, Any]) -> None:
     assert changed["$.scratch.best_fare"] == {"kind": "changed", "path": "$.scratch.best_fare", "old": 111, "new": 102}
     keys = {c["key"]: c for c in data["state"]["children"]}
     assert keys["step"]["value"] == 6 and keys["messages"]["size"] == 7
-    assert data["commands"]["rollback"] == f"eventckpt rollback {shlex.quote(str(path))} demo 7"
-    assert data["commands"]["fork"] == f"eventckpt fork {shlex.quote(str(path))} demo@7 --name demo-v7"
+    assert data["commands"]["rollback"] == f"eventckpt rollback -- {shlex.quote(str(path))} demo 7"
+    assert data["commands"]["fork"] == f"eventckpt fork --name=demo-v7 -- {shlex.quote(str(path))} demo@7"
     pinned = twin(base, "/s/demo/v/7.json?pin=scratch.best_fare")["pin"]
     assert pinned["value"] == 102 and [e["version"] for e in pinned["history"]] == [7, 4]
     assert "Pinned" in page(base, "/s/demo/v/7?pin=scratch.best_fare")
@@ -248,7 +248,7 @@ def test_escaping_reaches_every_evil_string(site: tuple[str, Any]) -> None:
     data = twin(base, f"/s/{s(EVIL)}/v/1.json")
     assert data["checkpoint"]["name"] == EVIL and data["checkpoint"]["metadata"] == {"node": EVIL, KEY: 1}
     assert {c["key"] for c in data["state"]["children"]} == {"messages", KEY, "n"}
-    assert data["commands"]["rollback"].startswith(f"eventckpt rollback {shlex.quote(str(path))} '{EVIL}'")
+    assert data["commands"]["rollback"].startswith(f"eventckpt rollback -- {shlex.quote(str(path))} '{EVIL}'")
 
 
 def test_missing_things_are_404(site: tuple[str, Any]) -> None:
@@ -392,7 +392,7 @@ def test_a_postgresql_password_is_never_shown(pg_target: str) -> None:
             code, _, body = get(server.url, target)
             assert code == 200 and b"s3cret" not in body, target
         commands = twin(server.url, "/s/a/v/1.json")["commands"]
-    assert commands["fork"] == f"eventckpt fork {pg_target} a@1 --name a-v1"
+    assert commands["fork"] == f"eventckpt fork --name=a-v1 -- {pg_target} a@1"
 
 
 def test_a_store_saved_with_nan_is_served(tmp_path: Path) -> None:
@@ -519,3 +519,21 @@ def test_newer_pages_of_a_timeline_follow_the_versions_shown(tmp_path: Path) -> 
             walked += [v["version"] for v in data["versions"]]
         assert sorted(walked) == versions and len(walked) == len(versions)
         assert get(server.url, "/s/p.json?before=9&after=3")[0] == 400
+
+
+def test_go_back_commands_run_for_a_stream_named_like_an_option(tmp_path: Path) -> None:
+    """The fork and rollback commands of a version page run as shown for a stream whose name starts with "-"."""
+    path = tmp_path / "d.db"
+    with eventckpt.open(path) as store:
+        task = store.stream("-1001234")
+        task.save({"n": 1})
+        task.save({"n": 2})
+    with serving(str(path)) as server:
+        commands = twin(server.url, "/s/-1001234/v/1.json")["commands"]
+    for command in (commands["fork"], commands["rollback"]):
+        words = shlex.split(command)
+        assert words[0] == "eventckpt"
+        result = CliRunner().invoke(main, words[1:])
+        assert result.exit_code == 0, (command, result.output)
+    with eventckpt.open(path) as store:
+        assert store.stream("-1001234-v1").state() == {"n": 1} and store.stream("-1001234").state() == {"n": 1}

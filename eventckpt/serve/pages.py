@@ -308,8 +308,9 @@ def version(store: Store, name: str, number: int, query: Query, store_label: str
                  "total": len(changes),
                  "href": diff_url(f"{name}@{prev_version}", f"{name}@{number}") if prev_version is not None else None},
         "commands": {
-            "fork": shlex.join(["eventckpt", "fork", store_label, f"{name}@{number}", "--name", f"{name}-v{number}"]),
-            "rollback": shlex.join(["eventckpt", "rollback", store_label, name, str(number)]),
+            # Options first, then "--": a store or stream name starting with "-" is still an argument.
+            "fork": shlex.join(["eventckpt", "fork", f"--name={name}-v{number}", "--", store_label, f"{name}@{number}"]),
+            "rollback": shlex.join(["eventckpt", "rollback", "--", store_label, name, str(number)]),
         },
         "pin": _pinned(store, task, number, pin) if pin else None,
         "compare_href": diff_url(f"{name}@{number}", f"{name}@{task.version}"),
