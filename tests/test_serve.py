@@ -537,3 +537,20 @@ def test_go_back_commands_run_for_a_stream_named_like_an_option(tmp_path: Path) 
         assert result.exit_code == 0, (command, result.output)
     with eventckpt.open(path) as store:
         assert store.stream("-1001234-v1").state() == {"n": 1} and store.stream("-1001234").state() == {"n": 1}
+
+
+def test_diff_links_keep_spaces_around_stream_names(tmp_path: Path) -> None:
+    """The diff links of a stream whose name starts with a space open its diff; a typed ref with stray
+    spaces around the name of another stream still finds it."""
+    path = tmp_path / "w.db"
+    with eventckpt.open(path) as store:
+        for name in (" lead", "plain"):
+            task = store.stream(name)
+            task.save({"a": 1})
+            task.save({"a": 2})
+    with serving(str(path)) as server:
+        version = twin(server.url, f"/s/{s(' lead')}/v/1.json")
+        data = twin(server.url, _json(version["compare_href"]))
+        assert (data["a"], data["b"], data["total"]) == (" lead@1", " lead@2", 1)
+        typed = twin(server.url, "/diff.json?a=%20plain%401%20&b=plain%402")
+        assert (typed["a"], typed["total"]) == ("plain@1", 1)

@@ -128,6 +128,16 @@ def _inner(query: Query) -> tuple[Any, ...]:
 
 
 def _ref(store: Store, text: str) -> tuple[str, int | None]:
+    """STREAM[@VERSION] as given: a stream name may start or end with spaces (the viewer's own links carry
+    them). Only a ref that names no stream that way is read again without the spaces around it (typed)."""
+    if text == text.strip():
+        return parse_ref(store, text)
+    try:
+        name, number = parse_ref(store, text)
+        if store.stream(name).exists():
+            return name, number
+    except StreamNotFoundError:
+        pass
     return parse_ref(store, text.strip())
 
 
