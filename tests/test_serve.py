@@ -554,3 +554,23 @@ def test_diff_links_keep_spaces_around_stream_names(tmp_path: Path) -> None:
         assert (data["a"], data["b"], data["total"]) == (" lead@1", " lead@2", 1)
         typed = twin(server.url, "/diff.json?a=%20plain%401%20&b=plain%402")
         assert (typed["a"], typed["total"]) == ("plain@1", 1)
+
+
+def test_a_version_pages_its_events(tmp_path: Path) -> None:
+    """A version with more events than a page shows links to the next and previous pages of its events,
+    in its JSON twin too, so every event it wrote can be seen."""
+    path = tmp_path / "e.db"
+    with eventckpt.open(path) as store:
+        task = store.stream("e")
+        task.save({"scratch": {}})
+        with task.transaction() as tx:
+            for i in range(300):
+                tx.set(("scratch", f"k{i:03}"), i)
+    with serving(str(path)) as server:
+        first = twin(server.url, "/s/e/v/2.json")
+        assert len(first["events"]) == 200 and first["events_previous"] is None and first["events_next"]
+        assert first["events_next"] in unescape(page(server.url, "/s/e/v/2"))
+        rest = twin(server.url, _json(first["events_next"]))
+        assert [e["seq"] for e in rest["events"]] == list(range(200, 300)) and rest["events_next"] is None
+        assert rest["events"][-1]["path"] == "$.scratch.k299" and "events 200–299 of 300" in page(server.url, first["events_next"])
+        assert twin(server.url, _json(rest["events_previous"]))["events"] == first["events"]

@@ -5,7 +5,7 @@ so tests and the benchmark can call it directly.
 Routes (each page also answers as JSON when its last segment ends in `.json`):
     /, /streams                     streams, newest first, and the fork graph of each tree
     /s/NAME                         a stream's timeline (?before=V&n=N or ?after=V&n=N)
-    /s/NAME/v/V                     a version (?pin=PATH)
+    /s/NAME/v/V                     a version (?pin=PATH&events_start=I)
     /s/NAME/v/V/state               one node of that version's state (?path=PATH&start=I; &inner=KEYS goes
                                     on into its stored form: a JSON list of keys and indices)
     /s/NAME/history                 a path's history (?path=PATH&until=V&n=N)

@@ -295,7 +295,9 @@ def version(store: Store, name: str, number: int, query: Query, store_label: str
     prev_version = before[0].version if before else None
     next_version = after[0].version if after else None
     own = task.sizes(number, number)
-    events = task.events(number, limit=EVENTS_SHOWN)
+    first_event = _int(query, "events_start", 0, 0, 2**62) or 0
+    # The events of a version come in order from the first: a page of them past the first decodes those before it too.
+    events = task.events(number, limit=first_event + EVENTS_SHOWN)[first_event:]
     encode = store.codec.encode
     if prev_version is not None:
         changes: Any = task.diff(prev_version, number)
@@ -307,11 +309,17 @@ def version(store: Store, name: str, number: int, query: Query, store_label: str
     def link(v: int | None) -> str | None:
         return version_url(name, v, pin=pin_text) if v is not None else None
 
+    def events_link(start: int) -> str:
+        return version_url(name, number, pin=pin_text, events_start=start or None)
+
     data: dict[str, Any] = {
         "stream": name, "version": number, "head": task.version, "checkpoint": _checkpoint(store, cp),
         "events_total": own[0].events if own else 0, "bytes": own[0].bytes if own else 0,
         "prev": link(prev_version), "next": link(next_version), "prev_version": prev_version, "next_version": next_version,
         "state": state_tree(store, task, number),
+        "events_start": first_event,
+        "events_previous": events_link(max(first_event - EVENTS_SHOWN, 0)) if first_event else None,
+        "events_next": events_link(first_event + len(events)) if own and first_event + len(events) < own[0].events else None,
         "events": [{"seq": e.seq, "op": e.op, "path": to_text(e.path), "stored_in": e.task_id,
                     "value": shapes.raw(encode, e.value) if e.op != "delete" else None} for e in events],
         "diff": {"from": prev_version or 0, "changes": [_change(store, c) for c in list(changes)[:CHANGES_PAGE]],
