@@ -153,3 +153,26 @@ def test_screenshots(viewer: tuple[Any, str], tmp_path: Path) -> None:
         data = path.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
     _clean(driver)
+
+
+def test_streams_named_dots_open_in_a_browser(viewer: tuple[Any, str], tmp_path: Path) -> None:
+    """The links of streams named '.' and '..' (dot segments to a browser, even escaped) reach their
+    streams and versions, and so do those of names holding '/', '%', '!' or other scripts."""
+    import eventckpt
+
+    driver, _ = viewer
+    by = _by()
+    names = (".", "..", "...", "a/b", "100%", "!.", "%2E", "ünï")
+    with eventckpt.open(tmp_path / "dots.db") as store:
+        for name in names:
+            store.stream(name).save({"name": name})
+    with serving(str(tmp_path / "dots.db")) as server:
+        driver.get(server.url + "streams")
+        links = {a.text: a.get_attribute("href") for a in driver.find_elements(by.CSS_SELECTOR, "a.stream-link")}
+        assert set(links) == set(names)
+        for name, href in links.items():
+            driver.get(href)
+            assert driver.current_url == href and driver.find_element(by.TAG_NAME, "h1").text.endswith(name), name
+            driver.find_element(by.LINK_TEXT, "v1").click()
+            assert driver.find_element(by.CSS_SELECTOR, "li.leaf code").text == f'"{name}"'
+        _clean(driver)

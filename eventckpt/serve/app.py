@@ -12,7 +12,8 @@ Routes (each page also answers as JSON when its last segment ends in `.json`):
     /diff                           two versions compared (?a=NAME@V&b=NAME@V&start=I)
     /search                         checkpoints by name and metadata (?name=...&meta=KEY=VALUE)
     /static/FILE                    the viewer's script, styles and icon
-Stream names are one URL-encoded segment ('/' and '.' encoded too).
+Stream names are one URL-encoded segment ('/' and '.' encoded too; the names '.' and '..' as '!%2E' and
+'!%2E%2E', since a browser resolves '%2E' and '%2E%2E' away as dot segments).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 import traceback
 from importlib import resources
 from typing import Any, NamedTuple
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import jinja2
 import orjson
@@ -95,7 +96,7 @@ class Viewer:
         as_json = bool(raw) and raw[0] != "static" and raw[-1].endswith(".json")
         if as_json:
             raw[-1] = raw[-1][: -len(".json")]
-        segments = [unquote(s) for s in raw]
+        segments = [pages.segment_text(s) for s in raw]
         query = parse_qs(parts.query, keep_blank_values=True)
         try:
             if segments[:1] == ["static"] and len(segments) == 2:

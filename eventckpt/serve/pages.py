@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import orjson
 
@@ -76,10 +76,22 @@ def diff_url(a: str, b: str, **params: Any) -> str:
     return _href("/diff", a=a, b=b, **params)
 
 
+DOTS_MARK = "!"  # before a name of only dots; quote() always escapes a "!" of a name, so it marks nothing else
+
+
 def _segment(name: str) -> str:
     """A stream name as one path segment: '/' and '.' escaped too, so no name can end in the '.json' of a
-    JSON twin's route, or walk to another route."""
-    return quote(name, safe="").replace(".", "%2E")
+    JSON twin's route, or walk to another route. The names '.' and '..' escaped are still dot segments to
+    a browser (the URL standard reads %2E as '.' there) and would be resolved away: they are marked."""
+    segment = quote(name, safe="").replace(".", "%2E")
+    return DOTS_MARK + segment if name in (".", "..") else segment
+
+
+def segment_text(segment: str) -> str:
+    """The text a path segment of a request stands for (what _segment wrote, decoded exactly)."""
+    if segment.startswith(DOTS_MARK) and unquote(segment[1:]) in (".", ".."):
+        return unquote(segment[1:])
+    return unquote(segment)
 
 
 def json_url(url: str) -> str:
