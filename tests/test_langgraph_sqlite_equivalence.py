@@ -356,3 +356,42 @@ def test_replacements_equal_to_the_old_items_and_key_order_are_kept(tmp_path: Pa
         saver, reopen=store_target if isinstance(saver, EventCkptSaver) else None))
     assert "('t0', 'done')" in expected["history"][0] and "1.0, 2.0" in expected["history"][0]
     assert got == expected
+
+
+# -- reducers and edits the append path must not take for appends ----------------------------------
+
+
+def newest_first(old: list[Any], new: list[Any]) -> list[Any]:
+    return list(new) + list(old)
+
+
+class Newest(TypedDict):
+    statuses: Annotated[list, newest_first]
+    i: int
+
+
+def prepended(saver: BaseCheckpointSaver, reopen: str | None = None) -> dict[str, Any]:
+    """Two invokes of a graph whose reducer puts new items first, each item equal to the list's last."""
+    seq = ["idle", "busy", "idle", "idle", "busy", "idle"]
+
+    def step(state: Newest) -> dict[str, Any]:
+        return {"statuses": [seq[state["i"] % len(seq)]], "i": state["i"] + 1}
+
+    graph = StateGraph(Newest)
+    graph.add_node("step", step)
+    graph.add_edge(START, "step")
+    graph.add_conditional_edges("step", lambda s: END if s["i"] % 3 == 0 else "step")
+    config = {"configurable": {"thread_id": "t"}}
+    app = graph.compile(checkpointer=saver)
+    app.invoke({"statuses": [], "i": 0}, config, durability="sync")
+    app.invoke({"statuses": ["busy"]}, config, durability="sync")
+    app = graph.compile(checkpointer=EventCkptSaver(reopen) if reopen else saver)
+    return {"history": [s.values for s in app.get_state_history(config)]}
+
+
+def test_a_reducer_that_puts_new_items_first_is_not_stored_as_an_append(tmp_path: Path, store_target: str) -> None:
+    """A list that grew by the written items with a tail equal to them but new items first is stored as it is."""
+    expected, got = on_both(tmp_path, store_target, lambda saver: prepended(
+        saver, reopen=store_target if isinstance(saver, EventCkptSaver) else None))
+    assert expected["history"][0]["statuses"][:2] == ["idle", "busy"]
+    assert got == expected

@@ -19,7 +19,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import ChannelVersions
 
-from .puts import Thread
+from .puts import Channel, Thread
 from .writes import TaskWrites
 
 WAIT = 0.05  # seconds a put waits for writes it can tell are missing
@@ -44,6 +44,21 @@ class Memory:
         if len(self._threads) >= _REMEMBERED and key not in self._threads:
             self._threads.clear()
         self._threads[key] = thread
+
+    def handed_out(self, key: tuple[str, str], checkpoint_id: str, stream_id: int, values: Mapping[str, Any]) -> None:
+        """get_tuple handed out `values` for the namespace's newest checkpoint: a run continuing it
+        builds its lists on these objects, so they become the lists' `given` (puts.py). Without the
+        lock, so that reads never wait for puts: the Channels are replaced in a new dict set in one
+        step, so a put on another thread sees either dict, each Channel whole."""
+        thread = self._threads.get(key)
+        if thread is None or thread.checkpoint_id != checkpoint_id or thread.stream_id != stream_id:
+            return
+        channels = dict(thread.channels)
+        for name, channel in channels.items():
+            value = values.get(name)
+            if channel.length is not None and type(value) is list and len(value) == channel.length:
+                channels[name] = Channel(channel.encoding, channel.length, value, len(value), True)
+        thread.channels = channels
 
     def forget(self) -> None:
         with self.cond:

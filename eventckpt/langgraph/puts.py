@@ -8,7 +8,15 @@ A list channel with a reducer (`add_messages`, `operator.add`) grows every step 
 wrote. Comparing the whole list with the stored one would cost O(conversation) per step, so the saver
 uses the writes instead, as LangGraph's DeltaChannel does: when the new list is the old one followed by
 exactly the items the parent's tasks wrote (the same objects, in writes order, and as many items as
-were written), those items are appended and nothing else is compared. LangGraph hands a task's writes
+were written), those items are appended and nothing else is compared. The writes vouch for the tail
+only: the list's first `length` items must also be the old list's objects, checked by identity at the
+first, the middle and the last of them (O(1); a reducer that puts new items first, or reorders, fails
+it even when its tail equals the written items). For that the saver knows the old list's objects: the
+list the previous put was given, or the list get_tuple handed out for the thread's newest checkpoint
+(a run continuing it builds on those objects; `Channel.handed_out`). When they are unknown or the check
+fails, the list is compared as below. So a reducer is stored as appends when it returns a new list (or
+the old one) whose first items are the old list's very objects, in order, followed by the written ones;
+anything else is compared with the stored list, exactly. LangGraph hands a task's writes
 to the saver on a background thread that may run after the step's put: the put first waits (briefly)
 for writes it can tell are still missing (saver.py). When the writes do not tell, a list that starts
 with the very items the previous put was given (checked at C speed: identical objects compare without
@@ -50,12 +58,15 @@ _MISSING: Any = object()
 @dataclass(slots=True)
 class Channel:
     """How a stored checkpoint holds one channel: its encoding, its length when it is a list, and the
-    list or plain dict object the put that stored it was given with its size then (None when not known)."""
+    list or plain dict object the put that stored it was given with its size then (None when not known),
+    or the list get_tuple handed out for it (`handed_out`). A Channel is never changed: replaced whole,
+    so a put reading it on another thread sees its fields agree."""
 
     encoding: list[str] | None
     length: int | None
     given: list[Any] | dict[str, Any] | None = None
     size: int = 0
+    handed_out: bool = False
 
 
 @dataclass(slots=True)
@@ -188,7 +199,8 @@ class Put:
         length = prev.length
         if length is None or type(value) is not list or len(value) <= length:
             return False
-        parts = self._written(name, len(value) - length) if self.loop else None
+        # the writes explain the tail; the start is checked at three items (O(1)), else compared
+        parts = self._written(name, len(value) - length) if self.loop and self._starts_alike(value, prev) else None
         if parts is None and not self._same_start(value, prev):
             return False
         encoded = self.values.encode_items(value[length:], prev.encoding)
@@ -246,6 +258,19 @@ class Put:
                 return None
             offset += count
         return out
+
+    @staticmethod
+    def _starts_alike(value: list[Any], prev: Channel) -> bool:
+        """Whether the list's first `length` items are the old list's objects at its first, middle and
+        last item: what tells a reducer that appends from one that puts new items first or reorders,
+        at O(1) (the writes check the tail; a full pass would cost O(conversation) per step)."""
+        given, length = prev.given, prev.length
+        if given is None or length is None or len(given) != length:
+            return False  # the old objects are unknown (or their list changed since): compare
+        if length == 0:
+            return True
+        middle, last = length // 2, length - 1
+        return value[0] is given[0] and value[middle] is given[middle] and value[last] is given[last]
 
     @staticmethod
     def _same_start(value: list[Any], prev: Channel) -> bool:

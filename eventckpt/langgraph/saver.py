@@ -159,7 +159,10 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             return next(self._tuples(rows, newest=checkpoint_id is None))
         values = self._values
         record, writes = self.store.codec.decode_many([row.metadata or "{}", row.writes or "[]"])
-        return self._tuple(row, entry.values(values.serde), record, writes, values, self._references([row], [writes]))
+        channels = entry.values(values.serde)
+        # when it is the newest checkpoint, a run continuing it starts its lists with these objects
+        self._memory.handed_out((thread_id, ns), row.checkpoint_id, row.stream_id, channels)
+        return self._tuple(row, channels, record, writes, values, self._references([row], [writes]))
 
     def list(
         self,
@@ -247,15 +250,16 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         with self._memory.cond:
             known = self._memory.thread(key)
             if known is not None and known.checkpoint_id == row.checkpoint_id and known.stream_id == row.stream_id:
+                self._memory.handed_out(key, row.checkpoint_id, row.stream_id, returned)
                 return
             channels = {}
             for name, (value, encoding) in stored.items():
                 if channel_key(name) is not None:
                     listed = type(value) is list and encoding in (None, TREE_ENCODING)
-                    given = returned.get(name)
-                    channels[name] = Channel(encoding, len(value) if listed else None,
-                                             given if listed and type(given) is list else None,
-                                             len(given) if listed and type(given) is list else 0)
+                    given = returned.get(name) if listed else None
+                    given = given if type(given) is list else None
+                    channels[name] = Channel(encoding, len(value) if listed else None, given,
+                                             len(given) if given is not None else 0, given is not None)
             overflow = frozenset(name for name in stored if channel_key(name) is None)
             self._memory.remember(key, Thread(row.checkpoint_id, row.stream, row.stream_id, row.version, channels,
                                               overflow, {} if not writes else None))
