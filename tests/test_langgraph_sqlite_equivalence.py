@@ -13,6 +13,7 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -394,4 +395,39 @@ def test_a_reducer_that_puts_new_items_first_is_not_stored_as_an_append(tmp_path
     expected, got = on_both(tmp_path, store_target, lambda saver: prepended(
         saver, reopen=store_target if isinstance(saver, EventCkptSaver) else None))
     assert expected["history"][0]["statuses"][:2] == ["idle", "busy"]
+    assert got == expected
+
+
+class Chat(TypedDict):
+    messages: Annotated[list, add_messages]
+
+
+def edited_through_the_saver(saver: BaseCheckpointSaver, reopen: str | None = None) -> list[Any]:
+    """A run, then what update_state does with a list its caller edited in place: get_tuple, edit the
+    first message of the list handed out, put the list plus a note as an "update"."""
+    graph = StateGraph(Chat)
+    graph.add_node("bot", lambda s: {"messages": [AIMessage("answer", id="a1")]})
+    graph.add_edge(START, "bot")
+    graph.add_edge("bot", END)
+    config = {"configurable": {"thread_id": "t"}}
+    graph.compile(checkpointer=saver).invoke({"messages": [HumanMessage("my ssn is 1", id="h0")]}, config)
+    got = saver.get_tuple(config)
+    assert got is not None
+    messages = got.checkpoint["channel_values"]["messages"]
+    messages[0].content = "[redacted]"
+    versions = dict(got.checkpoint["channel_versions"])
+    versions["messages"] = saver.get_next_version(versions["messages"], None)
+    checkpoint = {**got.checkpoint, "id": str(uuid6(clock_seq=-2)), "channel_versions": versions,
+                  "channel_values": {**got.checkpoint["channel_values"],
+                                     "messages": messages + [HumanMessage("note", id="n1")]}}
+    saver.put(got.config, checkpoint, {"source": "update", "step": 9, "parents": {}}, {"messages": versions["messages"]})
+    reader = EventCkptSaver(reopen) if reopen else saver
+    return [m.content for m in reader.get_tuple(config).checkpoint["channel_values"]["messages"]]
+
+
+def test_a_message_edited_in_place_after_get_tuple_is_stored_by_an_update(tmp_path: Path, store_target: str) -> None:
+    """A list get_tuple handed out, edited in place and put back outside a run ("update"), is stored edited."""
+    expected, got = on_both(tmp_path, store_target, lambda saver: edited_through_the_saver(
+        saver, reopen=store_target if isinstance(saver, EventCkptSaver) else None))
+    assert expected == ["[redacted]", "answer", "note"]
     assert got == expected

@@ -22,11 +22,13 @@ for writes it can tell are still missing (saver.py). When the writes do not tell
 with the very items the previous put was given (checked at C speed: identical objects compare without
 calling __eq__) is stored as appends too; anything else is compared with the stored list.
 
-This rests on one assumption, the one DeltaChannel's replay rests on too: a reducer does not change
-the items already in the list in place (it may append, replace or remove: `add_messages` replacing a
+This rests on one assumption, the one DeltaChannel's replay rests on too: a reducer (or a node) does
+not change the items already in the list in place (it may append, replace or remove: `add_messages` replacing a
 message by id or removing one changes the list's length or which object sits where, and is then stored
 by comparing the whole list: a replacement by an equal item is a change, since only the same objects
-are taken as unchanged, or, in a plain JSON channel, items equal with exact types).
+are taken as unchanged, or, in a plain JSON channel, items equal with exact types). Outside a running
+graph (update_state, an input: metadata source other than "loop") the objects get_tuple handed out are
+not taken as unchanged: whoever read them may have edited one in place, so such a list is compared.
 Only checkpoints whose parent is the checkpoint this saver put last take these paths; the equality tests
 against SqliteSaver check the result on real graphs.
 
@@ -272,14 +274,15 @@ class Put:
         middle, last = length // 2, length - 1
         return value[0] is given[0] and value[middle] is given[middle] and value[last] is given[last]
 
-    @staticmethod
-    def _same_start(value: list[Any], prev: Channel) -> bool:
+    def _same_start(self, value: list[Any], prev: Channel) -> bool:
         """Whether the list starts with the items of the list the previous put was given: the same
         objects (compared at C speed), or, in a channel stored as plain JSON, items equal to them with
         exact types. An equal object that is not the same one is otherwise a change: `==` cannot tell
-        a replacement by an equal item (1 -> 1.0, a field its __eq__ leaves out) from none."""
+        a replacement by an equal item (1 -> 1.0, a field its __eq__ leaves out) from none. Objects
+        get_tuple handed out are trusted only in a running graph's put (nodes do not edit earlier items
+        in place): a user may have edited them before passing them to update_state."""
         given, length = prev.given, prev.length
-        if given is None or length is None or len(given) != length:
+        if given is None or length is None or len(given) != length or (prev.handed_out and not self.loop):
             return False
         if value is given:  # grown in place: its first items are the ones stored before (see above)
             return True
