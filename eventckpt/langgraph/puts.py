@@ -53,7 +53,7 @@ from .layout import OVERFLOW, SERDE, channel_key
 from .values import TREE_ENCODING, Encoded, Values
 from .writes import TaskWrites, Write, reference
 
-KEEP, EXTEND, SET = "keep", "extend", "set"
+KEEP, EXTEND, SET, MERGE = "keep", "extend", "set", "merge"
 _MISSING: Any = object()
 
 
@@ -97,7 +97,8 @@ class Plan:
     unchecked: set[str] = field(default_factory=set)
     channels: dict[str, Channel] = field(default_factory=dict)
     overflow: frozenset[str] = frozenset()
-    blobs: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # channel -> (KEEP,) | (EXTEND, bytes, n) | (SET, Encoded)
+    # channel -> (KEEP,) | (EXTEND, bytes, n) | (SET, Encoded) | (MERGE, {key: value or _MISSING})
+    blobs: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     references: list[tuple[str, int, list[Any]]] = field(default_factory=list)  # (task id, idx, reference)
 
     def entry(self, version: int, previous: Entry | None) -> Entry | None:
@@ -115,6 +116,18 @@ class Plan:
             old = previous.channels.get(name) if previous is not None else None
             if old is None:
                 return None
+            if action[0] == MERGE:  # the stored dict and the edits stored: never a value the file lacks
+                merged = old.value(None)
+                for k, v in action[1].items():
+                    if v is _MISSING:
+                        del merged[k]
+                    else:
+                        merged[k] = v
+                try:
+                    channels[name] = blob_of(merged, None)
+                except (ormsgpack.MsgpackEncodeError, TypeError):
+                    return None
+                continue
             channels[name] = old if action[0] == KEEP else old.extended(action[1], action[2])
         return Entry(version, channels)
 
@@ -185,7 +198,8 @@ class Put:
         if listed:
             given = value if type(value) is list else None
         else:
-            given = value if type(value) is dict and encoded.encoding is None else None
+            # a copy: a node may set a key of the dict LangGraph passed in place (see _merge)
+            given = dict(value) if type(value) is dict and encoded.encoding is None else None
         plan.channels[name] = Channel(encoded.encoding, len(encoded.stored) if listed else None, given,
                                       len(given) if given is not None else 0)
         plan.blobs[name] = (SET, encoded)
@@ -222,8 +236,10 @@ class Put:
         return True
 
     def _merge(self, plan: Plan, key: str, name: str, value: Any, prev: Channel) -> bool:
-        """Store a plain dict as the keys that changed since the dict the previous put was given: those
-        whose value is another object now (a reducer merging dicts keeps the others' objects)."""
+        """Store a plain dict as the keys that changed since the dict the previous put was given (a
+        shallow copy of it): those whose value is another object now (a reducer merging dicts keeps the
+        others' objects). The head cache gets the stored dict with these edits, not `value`: a value a
+        node changed in place inside the dict is not stored, so it must not be read back either."""
         given = prev.given
         if self.strict or type(value) is not dict or type(given) is not dict or value is given or len(given) != prev.size:
             return False
@@ -239,8 +255,10 @@ class Put:
         plan.edits.extend(Event(DELETE, (key, k)) for k in removed)
         plan.keep.add(key)
         plan.unchecked.add(key)  # the store checks that the new values are plain JSON
-        plan.channels[name] = Channel(None, None, value, len(value))
-        plan.blobs[name] = (SET, Encoded(value, None))
+        # A shallow copy (O(keys)) as `given`: the dict LangGraph passed may be the one a node of the next
+        # step sets a key of in place; compared with itself that key would look unchanged and be lost.
+        plan.channels[name] = Channel(None, None, dict(value), len(value))
+        plan.blobs[name] = (MERGE, {**{k: value[k] for k in changed}, **dict.fromkeys(removed, _MISSING)})
         return True
 
     def _references(self, parts: list[tuple[str, int, Write, list[Any]]], value: list[Any], length: int,
