@@ -8,6 +8,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -16,6 +17,7 @@ from langgraph.types import Command, interrupt
 import eventckpt
 from eventckpt.langgraph import EventCkptSaver, maintenance
 from tests.conftest import journal_rows
+from tests.langgraph_graphs import extend, looping
 
 
 @pytest.fixture
@@ -237,3 +239,25 @@ def test_putting_a_referred_checkpoint_again_keeps_the_parents_writes(saver: Eve
     assert saver.get_tuple(parent).pending_writes == [("task", "m", ["b"])]
     assert saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "",
                                              "checkpoint_id": child["id"]}}).checkpoint["channel_values"] == {"m": ["z"]}
+
+
+class Deltas(TypedDict):
+    items: Annotated[list, DeltaChannel(extend, snapshot_frequency=4)]
+    step: int
+
+
+def test_prune_keep_latest_refuses_a_thread_with_a_delta_channel(saver: EventCkptSaver) -> None:
+    """prune("keep_latest") refuses (NotImplementedError, as PostgresSaver) a batch with a DeltaChannel thread, pruning none."""
+    app = looping(Deltas, lambda s: {"items": [s["step"]], "step": s["step"] + 1}, lambda s: s["step"] >= 6).compile(
+        checkpointer=saver)
+    config = {"configurable": {"thread_id": "d"}}
+    app.invoke({"items": [], "step": 0}, config)
+    plain = put(saver, "p", None, "r", 0)
+    put(saver, "p", plain, "r", 1)
+    before = (app.get_state(config).values, view(saver, "p"))
+    with pytest.raises(NotImplementedError, match="DeltaChannel: d$"):
+        saver.prune(["p", "d"], strategy="keep_latest")
+    assert (app.get_state(config).values, view(saver, "p")) == before
+    assert before[0] == {"items": [0, 1, 2, 3, 4, 5], "step": 6}
+    saver.prune(["p"], strategy="keep_latest")
+    assert len(list(saver.list({"configurable": {"thread_id": "p"}}))) == 1

@@ -69,11 +69,36 @@ def prune(saver: EventCkptSaver, thread_ids: list[str], strategy: str) -> None:
         return
     if strategy != "keep_latest":
         raise InvalidArgumentError("strategy", strategy, 'must be "keep_latest" or "delete"')
+    # A DeltaChannel's value at the newest checkpoint is rebuilt from its ancestors' writes: keeping only
+    # the newest would empty it. Refused as PostgresSaver refuses it: if any thread uses one, nothing
+    # is pruned (and _keep_only checks again, for a thread that started using one meanwhile).
+    with saver.store.core.session() as journal:
+        found = [t for t in thread_ids if _uses_delta(saver, journal.langgraph_checkpoints(thread_id=t))]
+    if found:
+        raise _delta_refused(found)
     for thread_id in thread_ids:
         with saver.store.core.session() as journal:
             namespaces = [ns for ns, _ in journal.langgraph_trees(thread_id)]
         for ns in namespaces:
-            _keep_only(saver, thread_id, ns, lambda rows: {rows[0].checkpoint_id})  # newest first
+            _keep_only(saver, thread_id, ns, lambda rows: {rows[0].checkpoint_id}, refuse_delta=True)  # newest first
+
+
+# The metadata keys LangGraph gives a checkpoint whose DeltaChannel needs older checkpoints' writes (what
+# PostgresSaver's prune looks for).
+_DELTA_KEYS = ("counters_since_delta_snapshot", "delta_writes_versioned")
+
+
+def _uses_delta(saver: EventCkptSaver, rows: list[LangGraphRow]) -> bool:
+    for row in rows:
+        if row.metadata and any(k in row.metadata for k in _DELTA_KEYS):  # the text first: most rows have neither
+            metadata = saver.store.codec.decode(row.metadata).get("metadata") or {}
+            if any(k in metadata for k in _DELTA_KEYS):
+                return True
+    return False
+
+
+def _delta_refused(thread_ids: list[str]) -> NotImplementedError:
+    return NotImplementedError(f"keep_latest can't prune threads that use a DeltaChannel: {', '.join(sorted(thread_ids))}")
 
 
 def delete_checkpoints(saver: EventCkptSaver, run_ids: list[str]) -> None:
@@ -88,14 +113,17 @@ def delete_checkpoints(saver: EventCkptSaver, run_ids: list[str]) -> None:
         _keep_only(saver, thread_id, ns, lambda rows, ids=ids: {r.checkpoint_id for r in rows} - ids)
 
 
-def _keep_only(saver: EventCkptSaver, thread_id: str, ns: str, choose: Any) -> None:
-    """Keep only the checkpoints `choose(rows)` names in a namespace (rows: newest first)."""
+def _keep_only(saver: EventCkptSaver, thread_id: str, ns: str, choose: Any, refuse_delta: bool = False) -> None:
+    """Keep only the checkpoints `choose(rows)` names in a namespace (rows: newest first); `refuse_delta`:
+    refuse a namespace that uses a DeltaChannel."""
     store = saver.store
     with store.core.session() as journal:
         tree = journal.langgraph_tree(thread_id, ns)
         rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns) if tree else []
     if tree is None:
         return
+    if refuse_delta and _uses_delta(saver, rows):
+        raise _delta_refused([thread_id])
     kept = choose(rows) if rows else set()
     if len(kept) == len(rows):
         return

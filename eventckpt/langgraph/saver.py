@@ -507,7 +507,8 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """"keep_latest": keep only the newest checkpoint (and its writes) of each namespace; "delete":
-        delete the threads."""
+        delete the threads. "keep_latest" raises NotImplementedError, pruning nothing, when a thread uses
+        a DeltaChannel (its newest value needs older checkpoints' writes), as PostgresSaver does."""
         self._forget()
         maintenance.prune(self, [str(t) for t in thread_ids], strategy)
 
