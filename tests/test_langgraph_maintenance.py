@@ -261,3 +261,17 @@ def test_prune_keep_latest_refuses_a_thread_with_a_delta_channel(saver: EventCkp
     assert before[0] == {"items": [0, 1, 2, 3, 4, 5], "step": 6}
     saver.prune(["p"], strategy="keep_latest")
     assert len(list(saver.list({"configurable": {"thread_id": "p"}}))) == 1
+
+
+def test_a_str_for_a_sequence_of_ids_is_a_type_error(saver: EventCkptSaver) -> None:
+    """prune, delete_for_runs and get_delta_channel_history refuse a str (TypeError) instead of taking its letters as ids."""
+    for thread in ("a", "b", "ab"):
+        put(saver, thread, None, "r", 0)
+    before = {t: view(saver, t) for t in ("a", "b", "ab")}
+    with pytest.raises(TypeError, match="thread_ids must be a sequence of thread IDs, not a str"):
+        saver.prune("ab", strategy="delete")
+    with pytest.raises(TypeError, match="run_ids must be a sequence of run IDs, not a str"):
+        saver.delete_for_runs("r")
+    with pytest.raises(TypeError, match="channels must be a sequence of channel names, not a str"):
+        saver.get_delta_channel_history(config={"configurable": {"thread_id": "a"}}, channels="log")
+    assert {t: view(saver, t) for t in ("a", "b", "ab")} == before

@@ -315,6 +315,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         """For each channel, the writes of the target checkpoint's ancestors since the nearest one that
         holds the channel (oldest first, each checkpoint's in writes_sort_key order), and that value as
         `seed` (see BaseCheckpointSaver). One query for the writes, one restore per seed."""
+        _not_a_str(channels, "channels must be a sequence of channel names, not a str")
         return history.delta_history(self.store, self._values, _thread(config), _namespace(config),
                                      get_checkpoint_id(config), channels)
 
@@ -497,6 +498,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata names one of `run_ids`. Later
         checkpoints of the same threads keep their states; their parent becomes the nearest one kept."""
+        _not_a_str(run_ids, "run_ids must be a sequence of run IDs, not a str")
         self._forget()
         maintenance.delete_checkpoints(self, [str(r) for r in run_ids])
 
@@ -509,6 +511,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         """"keep_latest": keep only the newest checkpoint (and its writes) of each namespace; "delete":
         delete the threads. "keep_latest" raises NotImplementedError, pruning nothing, when a thread uses
         a DeltaChannel (its newest value needs older checkpoints' writes), as PostgresSaver does."""
+        _not_a_str(thread_ids, "thread_ids must be a sequence of thread IDs, not a str")
         self._forget()
         maintenance.prune(self, [str(t) for t in thread_ids], strategy)
 
@@ -575,6 +578,13 @@ def _stored_channels(state: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
 def _refers_to_child(row: LangGraphRow) -> bool:
     """Whether the row's writes may hold a reference to its child (named by `child=True` listings)."""
     return row.child_id is not None and row.writes is not None and row.child_id in row.writes
+
+
+def _not_a_str(ids: Any, message: str) -> None:
+    """A str is a sequence of one-letter ids: taken as one, "ab" would act on "a" and "b" (PostgresSaver's
+    TypeError, with its message)."""
+    if isinstance(ids, str):
+        raise TypeError(message)
 
 
 def _thread(config: RunnableConfig) -> str:
