@@ -176,7 +176,15 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         threads when `config` is None; only those whose metadata has every `filter` item (a dotted key
         is a path into the metadata, as in SqliteSaver), older than `before`, at most `limit`. One query
         finds them with their writes; states are then built a chunk at a time, one restore and one event
-        range per stream (never one restore per checkpoint)."""
+        range per stream (never one restore per checkpoint).
+
+        The tuples of one call share objects with each other (that is what makes the listing cost what
+        changed, not O(checkpoints x state)): a plain JSON value (a list, a dict, an item of either) that
+        two checkpoints hold unchanged is one object in both, and a serde-encoded list item (a message)
+        stored once is decoded once for the whole call, so every checkpoint holding it holds that object.
+        Nothing is shared with the saver, its caches, another call, or what get_tuple of the newest
+        checkpoint returns. Reading is safe; to edit a checkpoint's values (a message of one snapshot
+        of get_state_history), copy.deepcopy them first, or the edit shows in the other tuples too."""
         conf = (config or {}).get("configurable", {})
         if limit is not None and (type(limit) is not int or limit < 0):
             raise InvalidArgumentError("limit", limit, "must be None or a non-negative int")
