@@ -247,7 +247,7 @@ class Deltas(TypedDict):
 
 
 def test_prune_keep_latest_refuses_a_thread_with_a_delta_channel(saver: EventCkptSaver) -> None:
-    """prune("keep_latest") refuses (NotImplementedError, as PostgresSaver) a batch with a DeltaChannel thread, pruning none."""
+    """prune("keep_latest") of a batch with a DeltaChannel thread is NotImplementedError and prunes none."""
     app = looping(Deltas, lambda s: {"items": [s["step"]], "step": s["step"] + 1}, lambda s: s["step"] >= 6).compile(
         checkpointer=saver)
     config = {"configurable": {"thread_id": "d"}}
@@ -264,7 +264,7 @@ def test_prune_keep_latest_refuses_a_thread_with_a_delta_channel(saver: EventCkp
 
 
 def test_a_str_for_a_sequence_of_ids_is_a_type_error(saver: EventCkptSaver) -> None:
-    """prune, delete_for_runs and get_delta_channel_history refuse a str (TypeError) instead of taking its letters as ids."""
+    """prune, delete_for_runs and get_delta_channel_history refuse a str of ids (TypeError), not taking its letters."""
     for thread in ("a", "b", "ab"):
         put(saver, thread, None, "r", 0)
     before = {t: view(saver, t) for t in ("a", "b", "ab")}

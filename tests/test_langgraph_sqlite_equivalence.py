@@ -420,7 +420,8 @@ def edited_through_the_saver(saver: BaseCheckpointSaver, reopen: str | None = No
     checkpoint = {**got.checkpoint, "id": str(uuid6(clock_seq=-2)), "channel_versions": versions,
                   "channel_values": {**got.checkpoint["channel_values"],
                                      "messages": messages + [HumanMessage("note", id="n1")]}}
-    saver.put(got.config, checkpoint, {"source": "update", "step": 9, "parents": {}}, {"messages": versions["messages"]})
+    saver.put(got.config, checkpoint, {"source": "update", "step": 9, "parents": {}},
+              {"messages": versions["messages"]})
     reader = EventCkptSaver(reopen) if reopen else saver
     return [m.content for m in reader.get_tuple(config).checkpoint["channel_values"]["messages"]]
 

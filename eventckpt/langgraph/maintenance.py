@@ -98,7 +98,8 @@ def _uses_delta(saver: EventCkptSaver, rows: list[LangGraphRow]) -> bool:
 
 
 def _delta_refused(thread_ids: list[str]) -> NotImplementedError:
-    return NotImplementedError(f"keep_latest can't prune threads that use a DeltaChannel: {', '.join(sorted(thread_ids))}")
+    names = ", ".join(sorted(thread_ids))
+    return NotImplementedError(f"keep_latest can't prune threads that use a DeltaChannel: {names}")
 
 
 def delete_checkpoints(saver: EventCkptSaver, run_ids: list[str]) -> None:
