@@ -9,6 +9,7 @@
 """
 
 from .checkpoint import Checkpoint, ForkOrigin
+from .codec import Unregistered
 from .diffing import Change, Diff
 from .errors import (
     CheckpointError,
@@ -93,6 +94,7 @@ __all__ = [
     "TrackedList",
     "TrackedState",
     "Transaction",
+    "Unregistered",
     "VerifyReport",
     "VersionNotFoundError",
     "open",

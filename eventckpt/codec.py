@@ -8,7 +8,9 @@ as `{"$dict": [[key, value], ...]}`, so a tag can never be confused with user da
 Stored data never chooses code: enums, dataclasses and attrs classes are stored with their qualified
 name, and decoding maps that name only onto classes this codec was given by `types=`, or whose instances
 a codec of this process encoded. An unknown name decodes to plain data (the enum's value, the object's
-fields as a dict); nothing is ever imported. Typed restore (`as_type=`) structures with the project's
+fields as a dict), or, for a codec made with `unknown_types="keep"` (the CLI and the viewer, which never
+have the program's classes), to an `Unregistered` that keeps the class name and encodes back to the very
+tagged form it was read from; nothing is ever imported. Typed restore (`as_type=`) structures with the project's
 cattrs converter into the type the caller passes.
 """
 
@@ -46,6 +48,7 @@ _TAG_MARK = '{"$'  # cannot occur inside a JSON string (quotes there are escaped
 
 JSON_SCALARS = (str, int, float, bool, type(None))
 _NOT_PLAIN: Any = object()
+UNKNOWN_TYPES = ("plain", "keep")  # what an enum or object of a class the codec does not know decodes to
 
 
 class PlainData:
@@ -99,8 +102,11 @@ class Codec:
     """Encodes and decodes values for one store. Holds the store's own class registry (`types=` and the
     classes it encoded, where two classes of one name clash), over the process's memory of saved classes."""
 
-    def __init__(self, types: Iterable[type] = (), *, allow_nan: bool = False) -> None:
+    def __init__(self, types: Iterable[type] = (), *, allow_nan: bool = False, unknown_types: str = "plain") -> None:
+        if unknown_types not in UNKNOWN_TYPES:
+            raise ValueError(f"unknown_types must be one of {UNKNOWN_TYPES}, not {unknown_types!r}")
         self.allow_nan = allow_nan
+        self.keep_unknown = unknown_types == "keep"
         self._classes: dict[str, type] = {}
         self._converter: cattrs.Converter | None = None
         for cls in types:
@@ -274,6 +280,8 @@ class Codec:
         return {"$dict": pairs}
 
     def _other(self, v: Any, t: type, depth: int) -> Any:
+        if t is Unregistered:  # before the object types: it is a dataclass itself, but stands for its class
+            return self._unregistered(v, depth)
         if isinstance(v, enum.Enum):
             self._remember(t)
             try:
@@ -320,6 +328,23 @@ class Codec:
                                    f"stored: they would come back as a plain {base.__name__}; store "
                                    f"{base.__name__}(value) instead", type_name(t))
         raise _Unencodable(f"values of type {t.__qualname__} cannot be stored", type_name(t))
+
+    def _unregistered(self, v: Unregistered, depth: int) -> Any:
+        """The tagged form an Unregistered was decoded from (no class is remembered: there is none)."""
+        if v.kind == "enum":
+            try:
+                return {"$enum": [v.name, self._jsonable(v.value, depth)]}
+            except _Unencodable as exc:
+                exc.path.append("value")
+                raise
+        fields = {}
+        for name, item in v.value.items():
+            try:
+                fields[name] = self._jsonable(item, depth)
+            except _Unencodable as exc:
+                exc.path.append(name)
+                raise
+        return {"$object": [v.name, fields]}
 
     def _remember(self, cls: type) -> None:
         name = type_name(cls)
@@ -400,12 +425,16 @@ class Codec:
                 name, raw = body
                 value = self.untag(raw)
                 cls = self._class(name)
-                return cls(value) if cls is not None else value
+                if cls is not None:
+                    return cls(value)
+                return Unregistered("enum", name, value) if self.keep_unknown else value
             if tag == "$object":
                 name, fields = body
                 fields = {k: self.untag(v) for k, v in fields.items()}
                 cls = self._class(name)
-                return _build(cls, fields) if cls is not None else fields
+                if cls is not None:
+                    return _build(cls, fields)
+                return Unregistered("object", name, fields) if self.keep_unknown else fields
         except (TypeError, ValueError, KeyError, LookupError, ArithmeticError) as exc:
             raise SerializationError((tag,), f"stored {tag} value is damaged: {exc}") from None
         # An unknown tag is data, never code: keep it as the object it is.
@@ -429,6 +458,49 @@ class Codec:
         """Whether `value` is plain JSON data stored exactly as itself (str-keyed dicts without "$" keys,
         lists, str, finite floats, 64-bit ints, bools, None), with no tagged form anywhere inside."""
         return _plain(value, 0)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Unregistered:
+    """A stored enum member or object whose class the codec does not know (a codec made with
+    `unknown_types="keep"`): the class's qualified name and the member's value, or the object's fields as a
+    dict. It encodes back to exactly the tagged form it was read from, and is equal only to an Unregistered
+    of the same kind, name and value: Color.RED stored where the int 1 was, or a Pt where a dict or a Qt
+    with the same fields was, is a change. Hashable (as an enum member or a frozen object was) by its
+    name and the hashable parts of its value, so it can be a set member or a dict key."""
+
+    kind: str  # "enum" or "object"
+    name: str  # the class's qualified name, as stored
+    value: Any
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("enum", "object") or type(self.name) is not str:
+            raise ValueError(f"an Unregistered is an 'enum' or 'object' with a str name, not {self.kind!r} {self.name!r}")
+        if self.kind == "object" and not (type(self.value) is dict and all(type(k) is str for k in self.value)):
+            raise ValueError("an unregistered object's value is its fields: a dict with str keys")
+
+    def __repr__(self) -> str:
+        if self.kind == "enum":
+            return f"{self.name}({self.value!r})"
+        return f"{self.name}({', '.join(f'{k}={v!r}' for k, v in self.value.items())})"
+
+    def __hash__(self) -> int:
+        if self.kind == "enum":
+            return hash((self.kind, self.name, _loose_hash(self.value)))
+        return hash((self.kind, self.name, frozenset((k, _loose_hash(v)) for k, v in self.value.items())))
+
+
+def _loose_hash(value: Any) -> int:
+    """A hash of `value` that equal values share, also when it is unhashable: a set or bytearray hashes as
+    the frozenset or bytes it is == to, anything else unhashable (a dict, a list) as one constant."""
+    if type(value) is set:
+        value = frozenset(value)
+    elif type(value) is bytearray:
+        value = bytes(value)
+    try:
+        return hash(value)
+    except TypeError:
+        return 0
 
 
 def plain_json(value: Any) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 from . import overview, query, transfer
 from .checks import check_task_id
 from .checkpoint import Checkpoint
-from .codec import Codec
+from .codec import UNKNOWN_TYPES, Codec
 from .core import Core
 from .errors import InvalidArgumentError, StoreClosedError, StreamInUseError
 from .journal import DURABILITY, connect, is_postgres
@@ -29,6 +29,7 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     timeout: float = 30.0,
     readonly: bool = False,
     types: Iterable[type] = (),
+    unknown_types: str = "plain",
     allow_nan: bool = False,
     cache_size: int = 64,
     vfs: str | None = None,
@@ -45,6 +46,9 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
     snapshots: the snapshot policy (see SnapshotPolicy).
     timeout: seconds a writer waits for another process's write lock before StoreBusyError.
     types: enums, dataclasses and attrs classes that stored data may decode into.
+    unknown_types: what a stored enum or object of any other class (one this process never saved) decodes
+        to: "plain", its value or its fields as a dict; "keep", an `Unregistered` holding its class name
+        and value, which diff() and history() then tell apart from plain data and from other classes.
     allow_nan: store NaN and infinities instead of refusing them.
     cache_size: how many streams' head states stay in memory.
     vfs: the name of a registered SQLite VFS to open the file through (None: SQLite's default); how
@@ -90,7 +94,9 @@ def open(  # noqa: A001 - the module-level verb users call as eventckpt.open
         raise InvalidArgumentError("pool_size", pool_size, "must be a positive int")
     if isinstance(types, (str, bytes)) or not isinstance(types, Iterable):
         raise InvalidArgumentError("types", types, "must be an iterable of enum, dataclass or attrs classes")
-    codec = Codec(types, allow_nan=allow_nan)
+    if type(unknown_types) is not str or unknown_types not in UNKNOWN_TYPES:
+        raise InvalidArgumentError("unknown_types", unknown_types, f"must be one of {list(UNKNOWN_TYPES)}")
+    codec = Codec(types, allow_nan=allow_nan, unknown_types=unknown_types)
     backend = connect(text, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs, pool_size=pool_size,
                       create=create)
     return Store(Core(backend, codec, snapshots or SnapshotPolicy(), cache_size))

@@ -477,3 +477,43 @@ def test_stored_codec_writes_back_exactly_what_was_stored() -> None:
     assert type(value["enum"]) is Stored and type(value["int_keys"]) is dict and value["ints"][4] == 2**64
     value["int_keys"]["three"] = 3  # an event's set through a dict stored as pairs
     assert orjson.loads(codec.encode(value["int_keys"])) == {"$dict": [[1, "one"], [2, "two"], ["three", 3]]}
+
+
+def test_unknown_classes_kept_by_name_round_trip_exactly() -> None:
+    """With unknown_types="keep", an enum or object of an unknown class decodes to an Unregistered showing its
+    class name, nested ones too, and encodes back to the same bytes (and `same`) however often it is copied."""
+    from eventckpt.codec import Unregistered
+    from eventckpt.ops import same
+
+    stored = (b'{"c":{"$enum":["gone.Color",1]},"p":{"$object":["gone.Pt",{"x":1,"at":{"$tuple":[1,2]},'
+              b'"inner":{"$enum":["gone.Level",[1.0]]}}]},"s":{"$set":[{"$enum":["gone.Color",2]},'
+              b'{"$object":["gone.Frozen",{"a":"b"}]}]},"k":{"$dict":[[{"$enum":["gone.Color",1]},"red"]]}}')
+    codec = Codec(unknown_types="keep")
+    value = codec.decode(stored)
+    assert value["c"] == Unregistered("enum", "gone.Color", 1) and repr(value["c"]) == "gone.Color(1)"
+    assert repr(value["p"]) == "gone.Pt(x=1, at=(1, 2), inner=gone.Level([1.0]))"
+    assert value["s"] == {Unregistered("enum", "gone.Color", 2), Unregistered("object", "gone.Frozen", {"a": "b"})}
+    assert value["k"] == {Unregistered("enum", "gone.Color", 1): "red"}
+    assert codec.encode(value) == stored and codec.encode(codec.copy(value)) == stored
+    assert same(codec.copy(value), value) and codec.encode_copy(value)[0] == stored
+    assert Codec().decode(b'{"$enum":["gone.Color",1]}') == 1  # the default is unchanged: plain data
+
+
+def test_unregistered_values_equal_only_the_same_class_and_value() -> None:
+    """An Unregistered is never equal (or `same`) to plain data, to another class with equal fields or value,
+    or to a value of another type (1.0 for 1); equal ones hash alike."""
+    from eventckpt.codec import Unregistered
+    from eventckpt.ops import same
+
+    red, pt = Unregistered("enum", "m.Color", 1), Unregistered("object", "m.Pt", {"x": 1})
+    for other in (1, Unregistered("enum", "m.Level", 1), Unregistered("object", "m.Color", {"value": 1})):
+        assert red != other and not same(red, other)
+    for other in ({"x": 1}, Unregistered("object", "m.Qt", {"x": 1}), Unregistered("enum", "m.Pt", {"x": 1})):
+        assert pt != other and not same(pt, other)
+    assert not same(red, Unregistered("enum", "m.Color", 1.0)) and not same(pt, Unregistered("object", "m.Pt", {"x": True}))
+    assert same(pt, Unregistered("object", "m.Pt", {"x": 1})) and hash(pt) == hash(Unregistered("object", "m.Pt", {"x": 1}))
+    assert hash(Unregistered("enum", "m.E", {1})) == hash(Unregistered("enum", "m.E", frozenset({1})))
+    with pytest.raises(ValueError):
+        Unregistered("object", "m.Pt", [1])
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        eventckpt.open(":memory:", unknown_types="strict")

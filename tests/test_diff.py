@@ -15,7 +15,7 @@ from hypothesis.stateful import rule
 
 import eventckpt
 import eventckpt.core
-from eventckpt import SnapshotPolicy
+from eventckpt import SnapshotPolicy, Unregistered
 from eventckpt.diffing import Change
 
 from .conftest import RawSQL, strict_equal
@@ -342,3 +342,26 @@ def test_a_change_inside_a_dict_with_dollar_keys_is_a_change_of_that_dict(store:
         tx.set(("a", "new"), None)
     assert [(c.kind, c.path, c.old, c.new) for c in task.diff(1, 2)] == [
         ("changed", ("a",), {"$": None}, {"$": None, "new": None})]
+
+
+def test_a_change_of_class_alone_is_a_change_where_the_classes_are_unknown(store_target: str) -> None:
+    """With unknown_types="keep", a process without the classes (as the CLI) sees 1 -> an enum of value 1, a
+    dict -> an object with its fields, and one class -> another with equal fields as changes, and an
+    unchanged object as no change; with the default, such values stay plain data and compare equal."""
+    with eventckpt.open(store_target) as store:
+        task = store.stream("t")
+        task.save({"c": 1, "p": {"x": 1}, "q": 0, "k": 0})
+        task.save({"c": 0, "p": 0, "q": 1, "k": 1})
+    color, pt, qt = ('{"$enum": ["tests.gone.Color", 1]}', '{"$object": ["tests.gone.Pt", {"x": 1}]}',
+                     '{"$object": ["tests.gone.Qt", {"x": 1}]}')
+    with RawSQL(store_target) as raw:  # what a program with these classes stored
+        for version, key, value in ((1, "q", pt), (1, "k", pt), (2, "c", color), (2, "p", pt), (2, "q", qt), (2, "k", pt)):
+            raw.execute("UPDATE events SET value = ? WHERE version = ? AND path = ?", (value, version, f"$.{key}"))
+    with eventckpt.open(store_target, unknown_types="keep") as store:
+        changes = [(c.kind, c.path, c.old, c.new) for c in store.stream("t").diff(1, 2)]
+    assert changes == [("changed", ("c",), 1, Unregistered("enum", "tests.gone.Color", 1)),
+                       ("changed", ("p",), {"x": 1}, Unregistered("object", "tests.gone.Pt", {"x": 1})),
+                       ("changed", ("q",), Unregistered("object", "tests.gone.Pt", {"x": 1}),
+                        Unregistered("object", "tests.gone.Qt", {"x": 1}))]
+    with eventckpt.open(store_target) as store:
+        assert list(store.stream("t").diff(1, 2)) == []

@@ -12,6 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import eventckpt
+from eventckpt import Unregistered
+
+from .conftest import RawSQL
 
 
 def ops(entries: list) -> list[tuple]:
@@ -476,3 +479,22 @@ def test_lists_inside_list_items_match_a_model(tmp_path_factory: pytest.TempPath
                        if e.op in ("append", "extend") or e.op == "delete" and e.path in (("c",), ("c", i, "l"))]
                 want = sorted(created.get((i, j), []) + removed.get((i, j), []), key=lambda w: w[:2], reverse=True)
                 assert got == want, (i, j)
+
+
+def test_an_ancestor_set_changing_only_a_class_is_a_change_where_the_class_is_unknown(store_target: str) -> None:
+    """With unknown_types="keep", a process without the class (as the CLI) lists an ancestor's set that left
+    an enum where the int of its value was, and not a later one that left the same enum again."""
+    with eventckpt.open(store_target) as store:
+        task = store.stream("t")
+        task.save({"cfg": {"mode": 1}})
+        for _ in range(2):
+            with task.transaction() as tx:
+                tx.set("cfg", {"mode": 0})
+    with RawSQL(store_target) as raw:  # what a program with the class stored
+        raw.execute("UPDATE events SET value = ? WHERE version > 1 AND path = '$.cfg'",
+                    ('{"mode": {"$enum": ["tests.gone.Mode", 1]}}',))
+    with eventckpt.open(store_target, unknown_types="keep") as store:
+        entries = store.stream("t").history(("cfg", "mode"))
+        assert [(e.version, e.value) for e in entries] == [(2, Unregistered("enum", "tests.gone.Mode", 1)), (1, 1)]
+    with eventckpt.open(store_target) as store:
+        assert [e.version for e in store.stream("t").history(("cfg", "mode"))] == [1]
