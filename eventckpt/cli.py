@@ -104,8 +104,10 @@ def _open(path: str, *, create: bool = False, write: bool = False) -> Iterator[e
     reads opens the store read-only, so it never writes, not even the schema upgrade a writable open of a
     store from an earlier eventckpt makes (it is refused with OlderSchemaError; `upgrade` does that). NaN
     and infinities are allowed: commands only show and copy what a program stored (with allow_nan=True,
-    maybe), never values of their own."""
-    with eventckpt.open(path, create=create, readonly=not (create or write), allow_nan=True) as store:
+    maybe), never values of their own. The program's classes are never here, so a stored enum or object
+    stays an Unregistered that shows its class and is written back as stored (unknown_types="keep")."""
+    with eventckpt.open(path, create=create, readonly=not (create or write), allow_nan=True,
+                        unknown_types="keep") as store:
         yield store
 
 

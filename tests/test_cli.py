@@ -482,3 +482,45 @@ def test_writing_commands_still_write(demo: Path) -> None:
     with eventckpt.open(demo, readonly=True) as store:
         assert store.stream("mine").state() == store.stream("demo").state(3)
         assert store.stream("demo").state() == store.stream("demo").state(2)
+
+
+def test_enums_and_objects_show_their_class(tmp_path: Path) -> None:
+    """The CLI never has the program's classes, yet diff, history and log show a stored enum or object with its
+    class name (1 -> an enum of value 1, a dict -> an object, is a change), and --json shows the stored form."""
+    path = tmp_path / "o.db"
+    with eventckpt.open(path) as store:
+        store.stream("t").save({"c": 1, "p": {"x": 1}})
+        store.stream("t").save({"c": 0, "p": 0}, metadata={"by": 0})
+    color, pt = '{"$enum":["tests.gone.Color",1]}', '{"$object":["tests.gone.Pt",{"x":1}]}'
+    conn = apsw.Connection(str(path))  # what a program with these classes stored
+    conn.execute("UPDATE events SET value = ? WHERE version = 2 AND path = '$.c'", (color,))
+    conn.execute("UPDATE events SET value = ? WHERE version = 2 AND path = '$.p'", (pt,))
+    conn.execute("UPDATE versions SET metadata = ? WHERE version = 2", (f'{{"by":{color}}}',))
+    conn.close()
+    code, out, err = run("diff", path, "t@1", "2")
+    assert code == 0 and out.splitlines()[1:] == ["~ c  1 -> tests.gone.Color(1)", '~ p  {"x":1} -> tests.gone.Pt(x=1)'], err
+    changes = orjson.loads(run("diff", path, "t@1", "2", "--json")[1])["changes"]
+    assert [c["new"] for c in changes] == [orjson.loads(color), orjson.loads(pt)]
+    assert orjson.loads(run("show", path, "t@2", "--json")[1])["values"] == {"c": orjson.loads(color), "p": orjson.loads(pt)}
+    code, out, _ = run("history", path, "t", "c")
+    assert code == 0 and [line.split(None, 5)[5] for line in out.splitlines()] == ["tests.gone.Color(1)", "1"]
+    code, out, _ = run("log", path, "t")
+    assert code == 0 and out.splitlines()[0].endswith("by=tests.gone.Color(1)")
+
+
+def test_rollback_writes_enums_and_objects_back_as_stored(tmp_path: Path) -> None:
+    """rollback (in a process without the program's classes) to a version holding an enum or object writes its
+    stored form back exactly, and rolling back from it to the plain value it replaced is not a no-op."""
+    path = tmp_path / "o.db"
+    with eventckpt.open(path) as store:
+        store.stream("t").save({"c": 1})
+        store.stream("t").save({"c": 0})
+    color = '{"$enum":["tests.gone.Color",1]}'
+    conn = apsw.Connection(str(path))  # what a program with the class stored
+    conn.execute("UPDATE events SET value = ? WHERE version = 2", (color,))
+    conn.close()
+    assert run("rollback", path, "t", "1")[0] == 0 and run("rollback", path, "t", "2")[0] == 0
+    conn = apsw.Connection(str(path))
+    assert conn.execute("SELECT version, value FROM events WHERE version > 2 ORDER BY version").fetchall() == [
+        (3, "1"), (4, color)]
+    conn.close()
