@@ -574,3 +574,28 @@ def test_a_version_pages_its_events(tmp_path: Path) -> None:
         assert [e["seq"] for e in rest["events"]] == list(range(200, 300)) and rest["events_next"] is None
         assert rest["events"][-1]["path"] == "$.scratch.k299" and "events 200–299 of 300" in page(server.url, first["events_next"])
         assert twin(server.url, _json(rest["events_previous"]))["events"] == first["events"]
+
+
+def test_enums_and_objects_show_their_class(tmp_path: Path) -> None:
+    """The viewer never has the program's classes, yet its state tree shows a stored enum or object with its
+    class name (escaped), and an enum replaced by its value or an object by its fields is a change."""
+    import apsw
+
+    path = tmp_path / "o.db"
+    with eventckpt.open(path) as store:
+        store.stream("o").save({"e": 0, "p": 0})
+        store.stream("o").save({"e": 1, "p": {"x": 1}})
+    color, pt = '{"$enum":["tests.gone.Color",1]}', f'{{"$object":["tests.gone.{KEY}",{{"x":1}}]}}'
+    conn = apsw.Connection(str(path))  # what a program with these classes stored
+    conn.execute("UPDATE events SET value = ? WHERE version = 1 AND path = '$.e'", (color,))
+    conn.execute("UPDATE events SET value = ? WHERE version = 1 AND path = '$.p'", (pt,))
+    conn.close()
+    with serving(str(path)) as server:
+        state = {c["key"]: c for c in twin(server.url, "/s/o/v/1.json")["state"]["children"]}
+        assert "tests.gone.Color" in orjson.dumps(state["e"]).decode() and KEY in orjson.dumps(state["p"]).decode()
+        changes = twin(server.url, "/s/o/v/2.json")["diff"]["changes"]
+        assert [(c["path"], c["old"], c["new"]) for c in changes] == [
+            ("$.e", orjson.loads(color), 1), ("$.p", orjson.loads(pt), {"x": 1})]
+        assert twin(server.url, "/diff.json?a=o@1&b=o@2")["total"] == 2
+        html = page(server.url, "/s/o/v/2")
+        assert "tests.gone.Color" in html and KEY not in html and "tests.gone.&lt;img" in html

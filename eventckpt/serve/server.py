@@ -95,7 +95,9 @@ def shown_target(path: str, store: Store) -> str:
 def serving(path: str, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False) -> Iterator[ViewerServer]:
     """A running viewer of the store at `path` (opened read-only) in a background thread; stopped, and
     the store closed, on exit."""
-    store = open_store(path, readonly=True, allow_nan=True)  # it shows what was stored, NaN included
+    # It shows what was stored: NaN included, and an enum or object with its class name (the program's
+    # classes are never here), not as plain data that compares equal to what it replaced.
+    store = open_store(path, readonly=True, allow_nan=True, unknown_types="keep")
     try:
         viewer = Viewer(store, label=shown_target(path, store), verbose=verbose)
         server = ViewerServer((host, port), viewer)
