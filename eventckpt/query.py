@@ -187,7 +187,7 @@ def _list_changes(journal: Journal, codec: Codec, segments: list[Segment], parts
     """What the lists on the way did to the path in versions since..until, which history_rows does not
     read: the appends and extends that created an item on it, as (op, the path's value in the new item),
     and the sets of such a list to something else than a list that removed it, as (delete, None), each
-    compared with the version before as an ancestor's event is. Outer lists first: what created an item of
+    compared with the path's value right before it as an ancestor's event is. Outer lists first: what created an item of
     one resets the lists inside that item."""
     made: dict[int, list[tuple[tuple[Any, ...], Any]]] = {}  # k -> what created item parts[k]
     out = []
@@ -201,7 +201,7 @@ def _list_changes(journal: Journal, codec: Codec, segments: list[Segment], parts
             if event[1] >= since and value is not MISSING:
                 out.append((_row(journal, segments, (*event, None), text), (event[3], value)))
         for event in unlisted:
-            if event[1] >= since and value_at(journal, codec, segments, parts, event[1] - 1) is not MISSING:
+            if event[1] >= since and value_before(journal, codec, segments, parts, event) is not MISSING:
                 out.append((_row(journal, segments, (*event, None), text), (DELETE, None)))
     return out
 
@@ -258,25 +258,23 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parts: P
     counts = journal.counts_between(segments, text, spans)
     out: list[tuple[tuple[Any, ...], Any]] = []
     # Spans in which a set of the list to something else may have removed the item: the list may have
-    # held it in the span, or at the end of the version before the span's first (history compares with
-    # that), both bounded from above (counts include such sets, after the appends); and the span does not
+    # held it right before such a set, bounded from above by its length after the reset plus the span's
+    # events (counts include such sets, after the appends); and the span does not
     # end in an extend, truncate or item delete of the list, which need a list (only a set of a list, a
     # delete or an ancestor's event makes it one again).
     held = []
-    length, before = 0, 0  # before: the most the list held at the end of the version before the span's
+    length = 0
     for span, count, (reset, how) in zip(spans, counts, resets + [(None, None)]):
         if length <= index < length + count:  # these appends added items length, length + 1, ...
             hit = journal.nth_between(segments, text, *span, index - length)
             if hit is not None and hit[3] == APPEND:
                 out.append((hit[:4], codec.decode(hit[4])))
-        if count and index < max(length + count, before) and not (
+        if count and index < length + count and not (
                 reset is not None and how is None and (reset[3] in (EXTEND, TRUNCATE) or reset[3] == DELETE and reset[4] != text)):
             held.append(span)
         length += count
         if reset is None:
             break
-        if reset[1] > span[0][0]:  # the first reset of its version
-            before = length
         op, n = reset[3], reset[5]
         if type(how) is int:
             length = how
@@ -307,7 +305,8 @@ def _unlisting(journal: Journal, segments: list[Segment], text: str, after: tupl
                before: tuple[int, int]) -> list[tuple[Any, ...]]:
     """The sets at the list's path `text` between two of its resets (events `after` and `before`) in the
     first version where one made it something else than a list, as (stream_id, version, seq, op): history
-    compares each with the version before, as it does an ancestor's events.
+    compares each with the path's value right before it, as it does an ancestor's events (only the first
+    that found the item removes it).
 
     Between two resets, the events at the list's own path are its appends and then, once a set made it
     something else, sets and increments only: nothing makes it a list again but a reset (a set of a list,
@@ -395,10 +394,47 @@ def _ancestor_change(journal: Journal, codec: Codec, segments: list[Segment], pa
     if row.op == TRUNCATE and parts[len(where)] < int(row.value):
         return None
     now = ancestor_value(journal, codec, segments, parts, where, row)
-    before = value_at(journal, codec, segments, parts, row.version - 1)
+    before = value_before(journal, codec, segments, parts, (row.stream_id, row.version, row.seq))
     if before is MISSING and now is MISSING or same(before, now):
         return None
     return (DELETE, None) if now is MISSING else (SET, now)
+
+
+def value_before(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, event: tuple[Any, ...]) -> Any:
+    """The path's value right before `event` (stream_id, version, seq, ...), MISSING when absent: an
+    ancestor's event is compared with it, not with the version before, since an earlier event of the same
+    version may have created, changed or removed the path already.
+
+    The value at the version before, when no earlier event of the version touched the path, an ancestor
+    or an item before a list index on the way (which shifts it); else the value at the version before of
+    the deepest ancestor none of those events lies above (or shifts), with the version's events below it
+    up to `event` folded on. Costs a read of the version's events (none for its first event)."""
+    stream_id, version, seq = event[:3]
+    if not seq:
+        return value_at(journal, codec, segments, parts, version - 1)
+    events = journal.events_of(StreamKey(segments[0].tree_id, stream_id), version)[:seq]
+    depth = None  # how many parts of the path the fold starts from
+    for op, text, _ in events:
+        where = from_text(text)
+        n = min(len(where), len(parts))
+        if where[:n] != parts[:n]:  # elsewhere, unless an item of a list on the way before the path's
+            n -= 1
+            if not (op == DELETE and len(where) == n + 1 and type(where[n]) is int and type(parts[n]) is int
+                    and where[:n] == parts[:n] and where[n] < parts[n]):
+                continue
+        elif op == DELETE and len(where) <= len(parts) and type(where[-1]) is int:
+            n = len(where) - 1  # an item on the way deleted: the next moves in
+        depth = n if depth is None else min(depth, n)
+    if depth is None:
+        return value_at(journal, codec, segments, parts, version - 1)
+    depth = max(depth, 1)
+    base = value_at(journal, codec, segments, parts[:depth], version - 1)
+    holder = {} if base is MISSING else {0: base}
+    for op, text, value in events:
+        where = from_text(text)
+        if where[:depth] == parts[:depth]:
+            apply(holder, op, (0, *where[depth:]), None if value is None else codec.decode(value))
+    return descend(holder.get(0, MISSING), parts[depth:])
 
 
 def ancestor_value(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, where: Path, row: HistoryRow) -> Any:

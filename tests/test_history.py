@@ -347,7 +347,8 @@ def test_lists_inside_appended_or_shifted_list_items(store: eventckpt.Store) -> 
 
 def test_a_list_on_the_way_set_to_something_else(store: eventckpt.Store) -> None:
     """A list on the way to the path set to a value that is not a list removes the path: history reports
-    that set as a delete, as it does a dict's, also after many appends to the list and in a fork."""
+    that set as a delete, as it does a dict's, also after many appends to the list and in a fork; a second
+    set in the same version finds the path already gone and is not reported."""
     task = store.stream("t")
     task.save({"e": [[1, 2]], "m": []})  # v1
     task.save({"e": "gone", "m": []})  # v2: e[0] removed
@@ -359,7 +360,7 @@ def test_a_list_on_the_way_set_to_something_else(store: eventckpt.Store) -> None
     for i in range(5, 45):  # v5..v44
         with task.transaction() as tx:
             tx.append("m", i)
-    with task.transaction() as tx:  # v45: both sets are reported, each compared with the version before
+    with task.transaction() as tx:  # v45: the first set removes m[3]; the second finds it gone
         tx.set("m", 0)
         tx.set("m", {"k": 1})
     with task.transaction() as tx:  # v46: a list again, and appended to
@@ -368,13 +369,12 @@ def test_a_list_on_the_way_set_to_something_else(store: eventckpt.Store) -> None
     with task.transaction() as tx:  # v47
         tx.set("m", None)
     assert ops(task.history("m[3]")) == [(47, "delete", ("m",), None), (46, "extend", ("m",), 10), (45, "delete", ("m",), None),
-                                         (45, "delete", ("m",), None), (8, "append", ("m",), 8)]
-    assert [(e.version, e.seq) for e in task.history("m[3]", since=45, until=45)] == [(45, 1), (45, 0)]
+                                         (8, "append", ("m",), 8)]
+    assert [(e.version, e.seq) for e in task.history("m[3]", since=45, until=45)] == [(45, 0)]
     assert ops(task.history("m[3]", limit=1)) == [(47, "delete", ("m",), None)]
     fork = task.fork(at=45, task_id="f")
     fork.save({"e": [5], "m": 3})
-    assert [(e.task_id, e.version, e.op) for e in fork.history("m[3]")] == [("t", 45, "delete"), ("t", 45, "delete"),
-                                                                           ("t", 8, "append")]
+    assert [(e.task_id, e.version, e.op) for e in fork.history("m[3]")] == [("t", 45, "delete"), ("t", 8, "append")]
 
 
 NESTED_OPS = st.lists(st.lists(st.one_of(
@@ -399,7 +399,7 @@ def test_lists_inside_list_items_match_a_model(tmp_path_factory: pytest.TempPath
     """On random changes of a list of items that hold lists (appends, extends, deletes, truncations and sets
     of both, sets of either to something that is not a list, an item set with tagged values), history of
     c[i].l[j] reports exactly the appends and extends that put an item there, and a delete for each set
-    or truncation of c or c[i].l that removed it (compared with the version before)."""
+    or truncation of c or c[i].l that removed it (compared with the state right before that event)."""
     path = tmp_path_factory.mktemp("nested") / "h.db"
     created: dict[tuple[int, int], list[tuple]] = {}  # (i, j) -> (version, seq, op, path, value)
     removed: dict[tuple[int, int], list[tuple]] = {}
@@ -408,7 +408,7 @@ def test_lists_inside_list_items_match_a_model(tmp_path_factory: pytest.TempPath
         task.save({"c": [], "other": 0})
         model: Any = []
         for version, steps in enumerate(versions, 2):
-            before = copy.deepcopy(model)  # history compares an ancestor's event with the version before
+            before: Any = None  # history compares an ancestor's event with the state right before it
 
             def present(i: int, j: int) -> bool:
                 inner = before[i].get("l") if type(before) is list and i < len(before) else None
@@ -421,6 +421,7 @@ def test_lists_inside_list_items_match_a_model(tmp_path_factory: pytest.TempPath
             with task.transaction() as tx:
                 tx.incr("other")
                 for seq, (op, arg) in enumerate(steps, 1):
+                    before = copy.deepcopy(model)
                     items = model if type(model) is list else None
                     lists = [x.get("l") for x in items] if items is not None else []
                     if op == "append item" and items is not None:
@@ -498,3 +499,56 @@ def test_an_ancestor_set_changing_only_a_class_is_a_change_where_the_class_is_un
         assert [(e.version, e.value) for e in entries] == [(2, Unregistered("enum", "tests.gone.Mode", 1)), (1, 1)]
     with eventckpt.open(store_target) as store:
         assert [e.version for e in store.stream("t").history(("cfg", "mode"))] == [1]
+
+
+def test_an_append_then_a_set_of_the_list_to_something_else_in_one_version(store: eventckpt.Store) -> None:
+    """An item appended and removed in the same version (its list then set to something that is not a list) has both its creation and its removal in history."""
+    task = store.stream("t")
+    task.save({"m": [], "k": 0})  # v1
+    with task.transaction() as tx:  # v2
+        tx.append("m", {"n": 1})
+        tx.set("m", "gone")
+    assert ops(task.history("m[0]")) == [(2, "delete", ("m",), None), (2, "append", ("m",), {"n": 1})]
+    assert ops(task.history("m[0].n")) == [(2, "delete", ("m",), None), (2, "append", ("m",), 1)]
+    with task.transaction() as tx:  # v3: a list again, appended to and set to another list without the item
+        tx.set("m", [])
+        tx.append("m", 5)
+        tx.set("m", [])
+    assert ops(task.history("m[0]", since=3)) == [(3, "delete", ("m",), None), (3, "append", ("m",), 5)]
+
+
+def test_an_ancestor_event_is_compared_with_the_path_right_before_it(store: eventckpt.Store) -> None:
+    """An ancestor's set or delete is reported when it changes what the path held right before it (after the version's earlier events), not what it held at the version before."""
+    task = store.stream("t")
+    task.save({"cfg": {"t": 0}, "x": {"a": 1}, "xs": [{"n": 1}, {"n": 2}]})  # v1
+    with task.transaction() as tx:  # v2: the path created, then removed by its parent's set
+        tx.set("cfg.model", "b")
+        tx.set("cfg", {"t": 1})
+    with task.transaction() as tx:  # v3: the path deleted, then its parent set without it: nothing left to remove
+        tx.set("x", {"a": 2})
+        tx.delete("x.a")
+        tx.delete("x")
+    with task.transaction() as tx:  # v4: two sets of the parent: the second leaves what the first set
+        tx.set("cfg", {"model": "c"})
+        tx.set("cfg", {"model": "c", "t": 2})
+        tx.set("cfg", {"model": "d"})
+    with task.transaction() as tx:  # v5: an earlier item deleted moves xs[1] to xs[0], which the set keeps
+        tx.delete("xs[0]")
+        tx.set("xs", [{"n": 2}])
+    assert ops(task.history("cfg.model")) == [(4, "set", ("cfg",), "d"), (4, "set", ("cfg",), "c"), (2, "delete", ("cfg",), None),
+                                              (2, "set", ("cfg", "model"), "b")]
+    assert ops(task.history("x.a")) == [(3, "delete", ("x", "a"), None), (3, "set", ("x",), 2), (1, "set", ("x",), 1)]
+    assert [(e.version, e.seq, e.op) for e in task.history("xs[0].n")] == [(5, 0, "delete"), (1, 2, "set")]
+
+
+def test_an_incr_of_an_ancestor_already_replaced_is_not_a_change(store: eventckpt.Store) -> None:
+    """An incr of an ancestor that an earlier event of the version already set to a number leaves the path absent, as it was: only the set that removed it is reported."""
+    task = store.stream("t")
+    task.save({"a": {"b": 1}, "l": [1]})  # v1
+    with task.transaction() as tx:  # v2
+        tx.set("a", 5)
+        tx.incr("a", 1)
+        tx.delete("l")
+        tx.incr("l", 2)
+    assert ops(task.history("a.b")) == [(2, "delete", ("a",), None), (1, "set", ("a",), 1)]
+    assert ops(task.history("l[0]")) == [(2, "delete", ("l",), None), (1, "set", ("l",), 1)]

@@ -41,6 +41,15 @@ def busy(tmp_path_factory: pytest.TempPathFactory) -> eventckpt.Store:
         with archived.transaction() as tx:
             tx.append("log", {"n": i})
     archived.save({"log": "archived"})
+    refold = store.stream("refold")  # ancestors' events after earlier events of their version
+    refold.save({"cfg": {"model": "a"}, "m": [], "xs": [{"n": 1}, {"n": 2}]})
+    with refold.transaction() as tx:
+        tx.append("m", {"n": 1})
+        tx.set("m", "x")
+        tx.set("cfg.model", "b")
+        tx.set("cfg", {"t": 1})
+        tx.delete("xs[0]")
+        tx.set("xs", [{"n": 3}])
     yield store
     store.close()
 
@@ -84,6 +93,8 @@ CALLS: dict[str, Callable[[eventckpt.Store], Any]] = {
     "history fork": lambda s: s.stream("w-fork").history("step"),
     "history appended item": lambda s: s.stream("w").history(("messages", 700, "n")),
     "history item of a list set to a str": lambda s: s.stream("archived").history(("log", 5, "n")),
+    "history after earlier events of a version": lambda s: [s.stream("refold").history(p) for p in
+                                                            ("cfg.model", ("m", 0, "n"), ("xs", 0, "n"))],
     "diff short": lambda s: s.stream("w").diff(100, 110),
     "diff long": lambda s: s.stream("w").diff(50, 750),
     "diff backwards": lambda s: s.stream("w").diff(700, 90),
