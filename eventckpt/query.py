@@ -408,13 +408,14 @@ def value_before(journal: Journal, codec: Codec, segments: list[Segment], parts:
     The value at the version before, when no earlier event of the version touched the path, an ancestor
     or an item before a list index on the way (which shifts it); else the value at the version before of
     the deepest ancestor none of those events lies above (or shifts), with the version's events below it
-    up to `event` folded on. Costs a read of the version's events (none for its first event)."""
+    up to `event` folded on. Costs a read of the paths of the version's events before it (none for its
+    first event), and of their values only when some must be folded."""
     stream_id, version, seq = event[:3]
     if not seq:
         return value_at(journal, codec, segments, parts, version - 1)
-    events = journal.events_of(StreamKey(segments[0].tree_id, stream_id), version)[:seq]
+    owner = StreamKey(segments[0].tree_id, stream_id)
     depth = None  # how many parts of the path the fold starts from
-    for op, text, _ in events:
+    for op, text in journal.event_paths(owner, version, seq):
         where = from_text(text)
         n = min(len(where), len(parts))
         if where[:n] != parts[:n]:  # elsewhere, unless an item of a list on the way before the path's
@@ -430,7 +431,7 @@ def value_before(journal: Journal, codec: Codec, segments: list[Segment], parts:
     depth = max(depth, 1)
     base = value_at(journal, codec, segments, parts[:depth], version - 1)
     holder = {} if base is MISSING else {0: base}
-    for op, text, value in events:
+    for op, text, value in journal.events_of(owner, version)[:seq]:
         where = from_text(text)
         if where[:depth] == parts[:depth]:
             apply(holder, op, (0, *where[depth:]), None if value is None else codec.decode(value))

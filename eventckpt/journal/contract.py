@@ -172,6 +172,10 @@ class Journal(ABC):
         """(op, path, value) of one version's events, in seq order."""
 
     @abstractmethod
+    def event_paths(self, owner: StreamRef, version: int, before: int) -> list[tuple[str, str]]:
+        """(op, path) of one version's events with seq < before, in seq order (their values unread)."""
+
+    @abstractmethod
     def event_at(self, owner: StreamRef, version: int, seq: int) -> tuple[str, str, str | None]:
         """(op, path, value) of one event."""
 

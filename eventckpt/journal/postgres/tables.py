@@ -284,6 +284,10 @@ class Tables(Engine):
         return self._rows("SELECT op, path, value FROM eventckpt.events WHERE tree_id = %s AND stream_id = %s AND version = %s"
                           " ORDER BY seq", (owner.tree_id, owner.stream_id, version))
 
+    def event_paths(self, owner: StreamRef, version: int, before: int) -> list[tuple[str, str]]:
+        return self._rows("SELECT op, path FROM eventckpt.events WHERE tree_id = %s AND stream_id = %s AND version = %s"
+                          " AND seq < %s ORDER BY seq", (owner.tree_id, owner.stream_id, version, before))
+
     def event_at(self, owner: StreamRef, version: int, seq: int) -> tuple[str, str, str | None]:
         return self._one("SELECT op, path, value FROM eventckpt.events WHERE tree_id = %s AND stream_id = %s"
                          " AND version = %s AND seq = %s", (owner.tree_id, owner.stream_id, version, seq))

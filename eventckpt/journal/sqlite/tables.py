@@ -331,6 +331,10 @@ class Tables(Engine):
         return self._rows("SELECT op, path, value FROM events WHERE stream_id = ? AND version = ? ORDER BY seq",
                           (owner.stream_id, version))
 
+    def event_paths(self, owner: StreamRef, version: int, before: int) -> list[tuple[str, str]]:
+        return self._rows("SELECT op, path FROM events WHERE stream_id = ? AND version = ? AND seq < ? ORDER BY seq",
+                          (owner.stream_id, version, before))
+
     def tool_rows_of(self, owner: StreamRef, version: int) -> list[tuple[Any, ...]]:
         return self._rows(f"SELECT {self._TOOL_COLS} FROM tool_calls WHERE stream_id = ? AND version = ? ORDER BY seq",
                           (owner.stream_id, version))
