@@ -187,8 +187,8 @@ def _list_changes(journal: Journal, codec: Codec, segments: list[Segment], parts
     """What the lists on the way did to the path in versions since..until, which history_rows does not
     read: the appends and extends that created an item on it, as (op, the path's value in the new item),
     and the sets of such a list to something else than a list that removed it, as (delete, None), each
-    compared with the path's value right before it as an ancestor's event is. Outer lists first: what created an item of
-    one resets the lists inside that item."""
+    compared with the path's value right before it as an ancestor's event is. Outer lists first: what
+    created an item of one resets the lists inside that item."""
     made: dict[int, list[tuple[tuple[Any, ...], Any]]] = {}  # k -> what created item parts[k]
     out = []
     for k, key in enumerate(parts):
@@ -259,9 +259,9 @@ def _creations(journal: Journal, codec: Codec, segments: list[Segment], parts: P
     out: list[tuple[tuple[Any, ...], Any]] = []
     # Spans in which a set of the list to something else may have removed the item: the list may have
     # held it right before such a set, bounded from above by its length after the reset plus the span's
-    # events (counts include such sets, after the appends); and the span does not
-    # end in an extend, truncate or item delete of the list, which need a list (only a set of a list, a
-    # delete or an ancestor's event makes it one again).
+    # events (counts include such sets, after the appends); and the span does not end in an extend,
+    # truncate or item delete of the list, which need a list (only a set of a list, a delete or an
+    # ancestor's event makes it one again).
     held = []
     length = 0
     for span, count, (reset, how) in zip(spans, counts, resets + [(None, None)]):

@@ -502,7 +502,7 @@ def test_an_ancestor_set_changing_only_a_class_is_a_change_where_the_class_is_un
 
 
 def test_an_append_then_a_set_of_the_list_to_something_else_in_one_version(store: eventckpt.Store) -> None:
-    """An item appended and removed in the same version (its list then set to something that is not a list) has both its creation and its removal in history."""
+    """An item appended, then removed by a set of its list to a non-list in one version, has both events in history."""
     task = store.stream("t")
     task.save({"m": [], "k": 0})  # v1
     with task.transaction() as tx:  # v2
@@ -518,7 +518,7 @@ def test_an_append_then_a_set_of_the_list_to_something_else_in_one_version(store
 
 
 def test_an_ancestor_event_is_compared_with_the_path_right_before_it(store: eventckpt.Store) -> None:
-    """An ancestor's set or delete is reported when it changes what the path held right before it (after the version's earlier events), not what it held at the version before."""
+    """An ancestor's set or delete is compared with what the path held right before it, not at the version before."""
     task = store.stream("t")
     task.save({"cfg": {"t": 0}, "x": {"a": 1}, "xs": [{"n": 1}, {"n": 2}]})  # v1
     with task.transaction() as tx:  # v2: the path created, then removed by its parent's set
@@ -542,7 +542,7 @@ def test_an_ancestor_event_is_compared_with_the_path_right_before_it(store: even
 
 
 def test_an_incr_of_an_ancestor_already_replaced_is_not_a_change(store: eventckpt.Store) -> None:
-    """An incr of an ancestor that an earlier event of the version already set to a number leaves the path absent, as it was: only the set that removed it is reported."""
+    """An incr of an ancestor already set to a number in the same version leaves the path absent: it is not reported."""
     task = store.stream("t")
     task.save({"a": {"b": 1}, "l": [1]})  # v1
     with task.transaction() as tx:  # v2
