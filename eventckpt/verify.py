@@ -178,10 +178,18 @@ class _Checker:
         self.snapshots += len(snaps)
         for lo in range(first, high + 1, _BATCH):
             hi = min(high, lo + _BATCH - 1)
-            seg = [Segment(row.tree_id, row.id, lo, hi)]
-            vrows = {r.version: r for r in journal.version_rows(seg)}
-            events = {v: list(rows) for v, rows in itertools.groupby(journal.tail(seg, lo - 1), key=lambda r: r[0])}
+            try:
+                vrows, events = self.read(row, lo, hi)
+                unread: dict[int, str] = {}
+            except StorageError:  # a row that cannot be read (a damaged string): find its version, go on
+                vrows, events, unread = self.read_each(row, lo, hi)
             for version in range(lo, hi + 1):
+                if version in unread:
+                    self.problem("file", row, version, f"its rows cannot be read ({unread[version]})")
+                    lineage.checksum, lineage.sound = None, False  # neither the chain nor the replay can go on
+                    self.done += 1
+                    yield from ((fork, lineage.copy()) for fork in self.forks.get((row.id, version), ()))
+                    continue
                 rows = events.get(version, [])
                 self.check_version(row, version, vrows.get(version), rows, lineage)
                 self.replay(row, version, rows, lineage)
@@ -192,6 +200,28 @@ class _Checker:
                 self.done += 1
                 if self.progress and self.done % 512 == 0:
                     self.progress(self.done, self.total)
+
+    def read(self, row: StreamRow, lo: int, hi: int) -> tuple[dict[int, Any], dict[int, list[Any]]]:
+        """The version rows and the events (by version) of versions lo..hi of a stream."""
+        seg = [Segment(row.tree_id, row.id, lo, hi)]
+        vrows = {r.version: r for r in self.journal.version_rows(seg)}
+        events = {v: list(rows) for v, rows in itertools.groupby(self.journal.tail(seg, lo - 1), key=lambda r: r[0])}
+        return vrows, events
+
+    def read_each(self, row: StreamRow, lo: int, hi: int) -> tuple[dict[int, Any], dict[int, list[Any]], dict[int, str]]:
+        """read() one version at a time, after reading the batch failed: also what could not be read, by version."""
+        vrows: dict[int, Any] = {}
+        events: dict[int, list[Any]] = {}
+        unread: dict[int, str] = {}
+        for version in range(lo, hi + 1):
+            try:
+                one, their = self.read(row, version, version)
+            except StorageError as exc:
+                unread[version] = str(exc)
+                continue
+            vrows.update(one)
+            events.update(their)
+        return vrows, events, unread
 
     def check_version(self, row: StreamRow, version: int, vrow: Any, rows: list[Any], lineage: _Lineage) -> None:
         self.events += len(rows)
@@ -231,7 +261,11 @@ class _Checker:
                                                  "snapshots after it are not compared")
 
     def check_snapshot(self, row: StreamRow, version: int, lineage: _Lineage) -> None:
-        state_text, manifest_text = self.journal.snapshot_row(row, version)
+        try:
+            state_text, manifest_text = self.journal.snapshot_row(row, version)
+        except StorageError as exc:  # a damaged string in the snapshot's row
+            self.problem("snapshot", row, version, f"the snapshot cannot be read ({exc})")
+            return
         try:
             stored = orjson.loads(state_text)
             manifest = {key: (base, size) for key, (base, size) in orjson.loads(manifest_text).items()}

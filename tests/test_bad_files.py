@@ -16,7 +16,7 @@ import pytest
 
 import eventckpt
 
-from .conftest import journal_rows
+from .conftest import RawSQL, journal_rows
 from .faultvfs import FaultVFS
 
 
@@ -233,3 +233,31 @@ def test_full_disk_at_checkpoint(tmp_path: Path, vfs_factory: Callable[..., Faul
         assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0][0] == 0
         assert journal_rows(path) == rows
     assert _read_everything(path)["t"]["log"][-1] == "item 38" * 20
+
+
+# -- damaged values -------------------------------------------------------------------------------
+
+
+def _small(target: Path | str) -> None:
+    with eventckpt.open(target) as store:
+        task = store.stream("t")
+        task.save({"messages": ["hello"]}, metadata={"node": "input"})
+        with task.transaction(metadata={"node": "agent"}) as tx:
+            tx.append("messages", "un café")
+        task.save({**task.state(), "step": 3}, metadata={"node": "planner"})
+
+
+def test_a_string_that_is_not_utf8_is_a_corrupt_store(db_path: Path) -> None:
+    """A stored string that is not UTF-8 (one flipped bit in 'café') is a CorruptStoreError naming the table,
+    for reads and for sql, never Python's UnicodeDecodeError."""
+    _small(db_path)
+    with RawSQL(db_path) as raw:  # '"caf\xc3)"': the 'é' with one bit of its second byte flipped
+        raw.execute("UPDATE events SET value = CAST(X'22636166c32922' AS TEXT) WHERE value LIKE '%caf%'")
+    with eventckpt.open(db_path, readonly=True) as store:
+        task = store.stream("t")
+        for read in (lambda: task.state(2), lambda: task.history("messages"),
+                     lambda: store.sql("SELECT value FROM events")):
+            with pytest.raises(eventckpt.CorruptStoreError, match="not UTF-8"):
+                read()
+        assert task.state(1) == {"messages": ["hello"]}  # what lies before the damage still reads
+

@@ -524,3 +524,26 @@ def test_rollback_writes_enums_and_objects_back_as_stored(tmp_path: Path) -> Non
     assert conn.execute("SELECT version, value FROM events WHERE version > 2 ORDER BY version").fetchall() == [
         (3, "1"), (4, color)]
     conn.close()
+
+
+def test_a_string_that_is_not_utf8_is_reported_not_an_internal_error(tmp_path: Path) -> None:
+    """A stored string that is not UTF-8 (a flipped bit) is reported by verify at its version, and the reading
+    commands refuse it with CorruptStoreError, not 'internal error UnicodeDecodeError'."""
+    path = tmp_path / "t.db"
+    with eventckpt.open(path) as store:
+        task = store.stream("t")
+        task.save({"messages": ["hello"]})
+        with task.transaction() as tx:
+            tx.append("messages", "un café")
+        task.save({**task.state(), "step": 3})
+    conn = apsw.Connection(str(path))
+    conn.execute("UPDATE events SET value = CAST(X'22636166c32922' AS TEXT) WHERE value LIKE '%caf%'")
+    conn.close()
+    code, out, _ = run("verify", path, "--json")
+    problems = orjson.loads(out)["problems"]
+    assert code == 1 and [(p["kind"], p["stream"], p["version"]) for p in problems] == [("file", "t", 2)]
+    for args in (("show", path, "t@2"), ("history", path, "t", "messages"), ("export", path, "t"),
+                 ("sql", path, "SELECT value FROM events"), ("copy", path, tmp_path / "copy.db")):
+        code, _, err = run(*args)
+        assert code == 1 and err.startswith("Error: CorruptStoreError: ") and "not UTF-8" in err, (args, err)
+    assert not (tmp_path / "copy.db").exists()

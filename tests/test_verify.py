@@ -290,3 +290,19 @@ def test_manifest_key_order_forged(built: Path) -> None:
     tamper(built, f"UPDATE snapshots SET manifest = '{forged}' WHERE stream_id = 1 AND version = {version}")
     problems = report(built).problems
     assert [(p.kind, p.version) for p in problems] == [("snapshot", version)] and "orders the keys" in problems[0].detail
+
+
+def test_a_string_that_is_not_utf8_is_reported_at_its_version(db_path: Path) -> None:
+    """A stored string that is not UTF-8 (one flipped bit) is a problem at its version, and verify goes on
+    to the versions after it (it stopped with UnicodeDecodeError)."""
+    with eventckpt.open(db_path) as store:
+        task = store.stream("t")
+        task.save({"messages": ["hello"]})
+        with task.transaction() as tx:
+            tx.append("messages", "un café")
+        for step in range(3, 6):
+            task.save({**task.state(), "step": step})
+    tamper(db_path, "UPDATE events SET value = CAST(X'22636166c32922' AS TEXT) WHERE value LIKE '%caf%'")
+    result = report(db_path)
+    assert [(p.kind, p.task_id, p.version) for p in result.problems] == [("file", "t", 2)]
+    assert "not UTF-8" in result.problems[0].detail and result.versions == 4

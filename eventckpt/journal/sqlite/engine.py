@@ -4,6 +4,7 @@ errors are translated, and the plumbing (statements, transactions) the table mix
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
@@ -48,6 +49,16 @@ def translate(exc: apsw.Error, where: str) -> errors.EventCkptError:
     if isinstance(exc, apsw.IOError):
         return errors.StorageError(f"{where}: I/O error ({exc})", code="ioerr")
     return errors.StorageError(msg, code=type(exc).__name__)
+
+
+def undecodable(exc: UnicodeDecodeError, where: str, sql: str) -> errors.CorruptStoreError:
+    """The error for a stored string that is not UTF-8: apsw decodes TEXT as it fetches a row, so a flipped
+    bit in a string surfaces as Python's UnicodeDecodeError, not as a driver error. It names the table the
+    statement reads, so the damage can be found (verify narrows it to a version)."""
+    table = re.search(r"\bFROM\s+([\w.]+)", sql, re.IGNORECASE)
+    what = f"a row of {table[1]}" if table else "a row"
+    return errors.CorruptStoreError(f"{where}: the file is damaged: a stored string in {what} is not UTF-8 "
+                                    f"({exc.reason} at byte {exc.start})", code="corrupt")
 
 
 def identity(conn: apsw.Connection, path: str) -> tuple[int, int, bool]:
@@ -119,6 +130,8 @@ class Engine:
             return self.conn.execute(sql, args).fetchall()
         except apsw.Error as exc:
             self._fail(exc, sql)
+        except UnicodeDecodeError as exc:
+            raise undecodable(exc, self.path, sql) from None
 
     def _one(self, sql: str, args: Sequence[Any] = ()) -> Any:
         rows = self._rows(sql, args)

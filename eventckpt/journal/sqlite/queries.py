@@ -13,7 +13,7 @@ from ... import errors
 from ...paths import child_ranges
 from ..rows import EventRow, HistoryRow, LogRow, MetaFilter, Segment, StreamRef, StreamRow, SummaryRow, clip
 from .columns import S_COLS, STREAM_COLS, json_list
-from .engine import Engine
+from .engine import Engine, undecodable
 
 # -- query fragments (schema/002_queries.sql) --------------------------------------------------------
 
@@ -475,6 +475,8 @@ class Queries(Engine):
                                             code="readonly") from None
         except apsw.Error as exc:
             self._fail(exc, sql)
+        except UnicodeDecodeError as exc:
+            raise undecodable(exc, self.path, sql) from None
         finally:
             self.conn.authorizer = None
 
