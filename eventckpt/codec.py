@@ -40,7 +40,7 @@ import orjson
 from cattrs.disambiguators import create_default_dis_func
 from cattrs.preconf.orjson import make_converter as _make_orjson_converter
 
-from .errors import SerializationError
+from .errors import CorruptStoreError, SerializationError
 
 MAX_DEPTH = 100
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
@@ -365,8 +365,8 @@ class Codec:
         """The value stored as JSON `text`."""
         try:
             data = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            raise SerializationError((), f"stored JSON is damaged: {exc}") from None
+        except orjson.JSONDecodeError as exc:  # only the store's own JSON is decoded: the file is damaged
+            raise CorruptStoreError(f"stored JSON is damaged: {exc}", code="corrupt") from None
         return self.untag(data) if _has_tags(text) else data
 
     def decode_many(self, texts: list[str]) -> list[Any]:

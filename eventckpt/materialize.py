@@ -112,7 +112,7 @@ def appended_items(codec: Codec, key: str, rows: list[tuple[str, str]], creates:
         parts = _items(key, rows, creates)
     try:
         return codec.decode_many(parts)
-    except SerializationError as exc:
+    except (SerializationError, CorruptStoreError) as exc:
         raise CorruptStoreError(f"an appended value of {key!r} is damaged: {exc}") from None
 
 
@@ -137,7 +137,7 @@ def replay(codec: Codec, state: dict[str, Any], rows: list[EventRow], tracker: T
         return
     try:
         values = codec.decode_many([r[4] if r[4] is not None else "null" for r in rows])
-    except SerializationError as exc:
+    except (SerializationError, CorruptStoreError) as exc:
         raise CorruptStoreError(f"an event value is damaged: {exc}") from None
     i, n = 0, len(rows)
     try:

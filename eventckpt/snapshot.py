@@ -23,7 +23,7 @@ from typing import Any, Union
 
 import orjson
 
-from .errors import InvalidArgumentError, SerializationError
+from .errors import CorruptStoreError, InvalidArgumentError
 from .ops import APPEND, DELETE, EXTEND, SET
 from .paths import Path
 
@@ -146,7 +146,7 @@ def parse_manifest(text: str) -> dict[str, tuple[Base, int]]:
         data = orjson.loads(text)
         return {key: (_base_from_json(base), int(size)) for key, (base, size) in data.items()}
     except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError) as exc:
-        raise SerializationError((), f"a snapshot manifest is damaged: {exc}") from None
+        raise CorruptStoreError(f"a snapshot manifest is damaged: {exc}", code="corrupt") from None
 
 
 def _base_from_json(base: Any) -> Base:

@@ -261,3 +261,20 @@ def test_a_string_that_is_not_utf8_is_a_corrupt_store(db_path: Path) -> None:
                 read()
         assert task.state(1) == {"messages": ["hello"]}  # what lies before the damage still reads
 
+
+def test_damaged_json_is_a_corrupt_store(store_target: str) -> None:
+    """Stored JSON that does not parse (metadata, an event) is a CorruptStoreError wherever it is read: log,
+    search, history and restores alike (log and history raised SerializationError)."""
+    _small(store_target)
+    with RawSQL(store_target) as raw:
+        raw.execute("UPDATE events SET value = '\"un caf' WHERE value LIKE '%caf%'")
+        if raw.kind == "sqlite":  # JSON5, which SQLite's index on metadata reads (PostgreSQL's refuses the row)
+            raw.execute("UPDATE versions SET metadata = '{node: ''agent''}' WHERE version = 2")
+    with eventckpt.open(store_target) as store:
+        task = store.stream("t")
+        reads = [lambda: task.history("messages"), lambda: task.state(2)]
+        if not store_target.startswith("postgresql://"):
+            reads += [lambda: task.log(), lambda: store.search(metadata={"node": "agent"})]
+        for read in reads:
+            with pytest.raises(eventckpt.CorruptStoreError, match="damaged"):
+                read()

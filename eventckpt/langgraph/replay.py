@@ -50,7 +50,7 @@ def states_at(store: Store, stream: str, versions: Iterable[int], *,
     try:
         with quiet_gc():
             values = store.codec.decode_many([r[4] if r[4] is not None else "null" for r in rows])
-    except SerializationError as exc:
+    except (SerializationError, CorruptStoreError) as exc:
         raise CorruptStoreError(f"an event value is damaged: {exc}") from None
     i, n = 0, len(rows)
     for target in wanted[1:]:  # a version without events has the state of the one before
