@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import sys
 import traceback
 from collections.abc import Iterator
@@ -378,15 +379,46 @@ def stats(path: str, as_json: bool) -> None:
 @STORE
 @click.argument("stream")
 @click.option("--forks", is_flag=True, help="Also export every fork below the stream.")
-@click.option("-o", "--output", type=click.File("wb"), default="-", help="Write to this file (default: stdout).")
-def export(path: str, stream: str, forks: bool, output: Any) -> None:
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              help="Write to this file (default: stdout).")
+def export(path: str, stream: str, forks: bool, output: str) -> None:
     """Write a stream's whole history as JSON Lines (with --forks, its forks too).
+
+    A damaged version (a checksum that does not chain, stored JSON that does not parse) stops the export
+    with CorruptStoreError; with -o the file is then left as it was.
 
     Example: eventckpt export agent.db demo --forks -o demo.jsonl
     """
-    with _open(path) as store:
+    with _open(path) as store, _output(output) as out:
         for chunk in store.export(stream, forks=forks):
-            output.write(chunk)
+            out.write(chunk)
+
+
+@contextmanager
+def _output(output: str) -> Iterator[Any]:
+    """Where export writes: stdout for -, else a file that appears only when the export is whole. It is
+    written under a temporary name beside it and renamed at the end, so an export stopped by damage or an
+    error leaves no half backup (nor an old one cut short). A path that is not a regular file (a FIFO,
+    /dev/stdout) is written in place: it cannot be renamed over."""
+    if output == "-":
+        yield click.open_file("-", "wb")
+        return
+    if os.path.exists(output) and not os.path.isfile(output):
+        with open(output, "wb") as out:
+            yield out
+        return
+    folder, name = os.path.split(os.path.abspath(output))
+    temporary = os.path.join(folder, f".{name}.{os.getpid()}.part")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to open()
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out
+        if os.path.exists(output):
+            shutil.copymode(output, temporary)  # a file replaced keeps its permissions
+        os.replace(temporary, output)
+    except BaseException:
+        os.unlink(temporary)
+        raise
 
 
 @main.command(name="import")

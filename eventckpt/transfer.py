@@ -44,7 +44,8 @@ from .checks import check_new_name, check_usage
 from .codec import StoredCodec
 from .commit import commit
 from .core import Core
-from .errors import InvalidArgumentError, StreamExistsError
+from .errors import CorruptStoreError, InvalidArgumentError, StreamExistsError
+from .integrity import ROOT, version_checksum
 from .journal import Journal, Segment, StreamRow
 from .ops import DELETE, EXTEND, INCR, OPS, TRUNCATE
 from .paths import from_text
@@ -90,6 +91,7 @@ def _parent_name(store: Store, fork: StreamRow | None) -> str | None:
 
 
 def _versions(store: Store, row: StreamRow, upto: int, after: int, counts: dict[str, int]) -> Iterator[bytes]:
+    check = _Check(store, row, after)
     for lo in range(after + 1, upto + 1, _BATCH):
         hi = min(upto, lo + _BATCH - 1)
         with store.core.session() as journal, journal.read():
@@ -97,24 +99,58 @@ def _versions(store: Store, row: StreamRow, upto: int, after: int, counts: dict[
                                     for s in store.core.segments(journal, row, hi)) if s.lo <= s.hi]
             vrows = journal.version_rows(segments)
             events: dict[int, list[Any]] = {}
+            raw: dict[int, list[tuple[str, str, str | None]]] = {}
             for version, _, op, path, value in journal.tail(segments, lo - 1):
                 events.setdefault(version, []).append([op, path, orjson.Fragment(value) if value is not None else None])
+                raw.setdefault(version, []).append((op, path, value))
             ids = {v: journal.checkpoint_id_of(s, v) for s in segments for v in range(s.lo, s.hi + 1)}
             calls: dict[int, list[Any]] = {}
             for version, call_id, name, arguments, result, error, undoes in journal.tool_calls(segments, lo - 1):
                 calls.setdefault(version, []).append([call_id, name, orjson.Fragment(arguments),
                                                       orjson.Fragment(result) if result is not None else None,
                                                       error, undoes])
-        lines = [orjson.dumps({
+        lines = [check(v, raw.get(v.version, []), orjson.dumps({
             "stream": row.name, "version": v.version, "created_at": v.created_at, "name": v.name, "auto": bool(v.auto),
             "metadata": orjson.Fragment(v.metadata) if v.metadata else None,
             "usage": orjson.Fragment(v.usage) if v.usage else None,
             "checkpoint_id": ids.get(v.version), "events": events.get(v.version, []), "checksum": v.checksum.hex(),
             **({"tool_calls": calls[v.version]} if v.version in calls else {}),
-        }) + b"\n" for v in vrows]
+        }) + b"\n") for v in vrows]
         counts["versions"] += len(vrows)
         counts["events"] += sum(map(len, events.values()))
         yield from lines
+
+
+class _Check:
+    """Refuses to export damage it can see, so a backup that exits 0 can be imported: each version's checksum
+    must chain as verify computes it (integrity.py), and its line must parse (stored JSON is embedded as
+    is, so a damaged value would make a line import refuses). A CorruptStoreError names the version."""
+
+    def __init__(self, store: Store, row: StreamRow, after: int) -> None:
+        self.prev = ROOT  # the checksum the next version chains from: the last one kept at or before `after`
+        with store.core.session() as journal, journal.read():
+            chain = store.core.lineage(journal, row)
+            self.names = {r.id: r.name for r in chain}
+            if after:
+                segments = store.core.segments(journal, row, after)
+                kept = journal.version_numbers(segments)
+                if kept:
+                    last = max(kept)
+                    self.prev = next(r.checksum for r in journal.version_rows(
+                        [Segment(s.tree_id, s.stream_id, last, last) for s in segments if s.lo <= last <= s.hi]))
+
+    def __call__(self, v: Any, events: list[tuple[str, str, str | None]], line: bytes) -> bytes:
+        where = f"{self.names.get(v.stream_id, '?')}@{v.version}"
+        if version_checksum(self.prev, v.version, v.created_at, v.name, v.auto, v.metadata, v.usage, events) != v.checksum:
+            raise CorruptStoreError(f"{where}: the checksum does not match the version's row, events and the checksum"
+                                    " before it (altered, missing or reordered); it is not exported or copied (eventckpt verify lists all damage)",
+                                    code="corrupt")
+        try:
+            orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise CorruptStoreError(f"{where}: its stored JSON is damaged ({exc}); it is not exported or copied", code="corrupt") from None
+        self.prev = v.checksum
+        return line
 
 
 def import_lines(store: Store, lines: Iterable[bytes | str], progress: Callable[[int], None] | None = None) -> list[str]:

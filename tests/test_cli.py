@@ -547,3 +547,32 @@ def test_a_string_that_is_not_utf8_is_reported_not_an_internal_error(tmp_path: P
         code, _, err = run(*args)
         assert code == 1 and err.startswith("Error: CorruptStoreError: ") and "not UTF-8" in err, (args, err)
     assert not (tmp_path / "copy.db").exists()
+
+
+def test_export_of_a_damaged_store_fails_and_writes_nothing(demo: Path, tmp_path: Path) -> None:
+    """export and copy of a store with an altered event fail with CorruptStoreError naming stream@version;
+    export -o leaves the output as it was (absent, or an earlier backup), never a backup import refuses."""
+    conn = apsw.Connection(str(demo))
+    conn.execute("UPDATE events SET value = '\"forged\"' WHERE version = 5 AND op = 'append'")
+    conn.close()
+    backup, earlier = tmp_path / "backup.jsonl", tmp_path / "earlier.jsonl"
+    earlier.write_bytes(b"an earlier backup\n")
+    for output in (backup, earlier):
+        code, _, err = run("export", demo, "demo", "-o", output)
+        assert code == 1 and err.startswith("Error: CorruptStoreError: demo@5: the checksum does not match"), err
+    assert not backup.exists() and earlier.read_bytes() == b"an earlier backup\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.db", "earlier.jsonl"]
+    code, _, err = run("copy", demo, tmp_path / "copy.db")
+    assert code == 1 and err.startswith("Error: CorruptStoreError: demo@5: "), err
+    assert not (tmp_path / "copy.db").exists()
+
+
+def test_export_to_a_file_replaces_it_whole(demo: Path, tmp_path: Path) -> None:
+    """export -o writes the file whole, keeping an existing file's permissions, and writes into a path that
+    is not a regular file (/dev/null) in place."""
+    backup = tmp_path / "backup.jsonl"
+    backup.write_bytes(b"old\n")
+    backup.chmod(0o600)
+    assert run("export", demo, "demo", "-o", backup)[0] == 0
+    assert backup.read_bytes() == run("export", demo, "demo")[1].encode() and backup.stat().st_mode & 0o777 == 0o600
+    assert run("export", demo, "demo", "-o", "/dev/null")[0] == 0

@@ -18,7 +18,9 @@ import pytest
 import eventckpt
 from eventckpt import SnapshotPolicy
 
-from .conftest import journal_rows, strict_equal
+from eventckpt.integrity import version_checksum
+
+from .conftest import RawSQL, journal_rows, strict_equal
 
 
 def history(store: eventckpt.Store) -> None:
@@ -324,3 +326,39 @@ def test_times_with_an_offset_are_stored_in_utc(named: dict[str, str]) -> None:
             ("2024-01-01T05:00:00.000000Z",), ("2024-01-01T06:00:00.000000Z",), ("2024-01-01T08:00:00.000000Z",)]
         assert dst.summaries()[0].created_at == dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
         assert stream.expire(dt.datetime(2024, 1, 1, 7, tzinfo=dt.timezone.utc)).removed == (1, 2)
+
+
+def _stream_id(raw: RawSQL, stream: str) -> int:
+    return raw.one(f"SELECT {'id' if raw.kind == 'sqlite' else 'stream_id'} FROM streams WHERE name = ?", (stream,))
+
+
+def _rechain(raw: RawSQL, stream: str, version: int) -> None:
+    """Rewrite a version's checksum to fit its (tampered) rows, as a careful tamperer would."""
+    sid = _stream_id(raw, stream)
+    prev = raw.one("SELECT checksum FROM versions WHERE stream_id = ? AND version = ?", (sid, version - 1))
+    created_at, name, auto, metadata, usage = raw.execute(
+        "SELECT created_at, name, auto, metadata, usage FROM versions WHERE stream_id = ? AND version = ?", (sid, version))[0]
+    events = raw.execute("SELECT op, path, value FROM events WHERE stream_id = ? AND version = ? ORDER BY seq", (sid, version))
+    checksum = version_checksum(bytes(prev), version, created_at, name, int(auto), metadata, usage, events)
+    raw.execute("UPDATE versions SET checksum = ? WHERE stream_id = ? AND version = ?", (checksum, sid, version))
+
+
+@pytest.mark.parametrize("case", ["altered value", "damaged JSON", "fork's own version"])
+def test_export_refuses_a_damaged_version(named: dict[str, str], case: str) -> None:
+    """An export (and a copy) stops with CorruptStoreError naming the stream and version when a version's
+    checksum does not chain or its stored JSON does not parse, instead of writing a backup import refuses."""
+    with eventckpt.open(named["a.db"]) as src:
+        history(src)
+    stream, version = ("fork", 21) if case == "fork's own version" else ("main", 7)
+    with RawSQL(named["a.db"]) as raw:
+        sid = _stream_id(raw, stream)
+        value = "1" if case != "damaged JSON" else '{"n": 7,'
+        raw.execute("UPDATE events SET value = ? WHERE stream_id = ? AND version = ? AND seq = 0", (value, sid, version))
+        if case == "damaged JSON":
+            _rechain(raw, stream, version)
+    with eventckpt.open(named["a.db"]) as src, eventckpt.open(named["b.db"]) as dst:
+        with pytest.raises(eventckpt.CorruptStoreError, match=f"^{stream}@{version}: "):
+            list(src.export("main", forks=True))
+        with pytest.raises(eventckpt.CorruptStoreError, match=f"^{stream}@{version}: "):
+            eventckpt.copy(src, dst)
+        assert dst.streams() == []
