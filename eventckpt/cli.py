@@ -33,6 +33,9 @@ from .cli_output import (
     parse_path,
     parse_ref,
     parse_version,
+    sql_columns,
+    sql_json,
+    sql_text,
     table,
     value_json,
 )
@@ -534,11 +537,11 @@ def sql(path: str, query: str, as_json: bool) -> None:
     """
     with _open(path) as store:
         columns, rows = store.sql(query)
-    rows = [[r.hex() if isinstance(r, bytes) else r for r in row] for row in rows]
     if as_json:
-        emit_json([dict(zip(columns, row)) for row in rows])
+        keys = sql_columns(columns)
+        emit_json([{key: sql_json(value) for key, value in zip(keys, row)} for row in rows])
     elif columns:
-        table(columns, rows, header=True)
+        table(columns, [[sql_text(value) for value in row] for row in rows], header=True)
 
 
 # -- the viewer ---------------------------------------------------------------------------------------

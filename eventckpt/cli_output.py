@@ -3,9 +3,11 @@ KEY=VALUE metadata filters)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 import click
@@ -179,3 +181,77 @@ def history_json(store: Store, entry: HistoryEntry) -> dict[str, Any]:
     return {"stream": entry.task_id, "version": entry.version, "seq": entry.seq, "op": entry.op,
             "path": to_text(entry.path), "value": value_json(store, entry.value),
             "created_at": format_time(entry.created_at)}
+
+
+# -- sql results ----------------------------------------------------------------------------------------
+
+_NON_FINITE = {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}
+
+
+def sql_columns(columns: Sequence[str]) -> list[str]:
+    """The keys of `sql --json`'s objects: a name that repeats an earlier one (a self-join's a.version,
+    b.version) is suffixed :2, :3, ... (the first free one), so no column is lost."""
+    taken = set(columns)
+    out: list[str] = []
+    seen: set[str] = set()
+    for name in columns:
+        key, n = name, 1
+        while key in seen or (key != name and key in taken):  # a column named a:2 keeps its name
+            n += 1
+            key = f"{name}:{n}"
+        seen.add(key)
+        out.append(key)
+    return out
+
+
+def sql_text(value: Any) -> Any:
+    """A result cell for the text table: bytes as hex, non-finite numbers as JSON's spelling of them in
+    --json (Infinity, -Infinity, NaN), everything else as str() shows it."""
+    if isinstance(value, (bytes, memoryview)):
+        return bytes(value).hex()
+    if type(value) is float and not math.isfinite(value):
+        return _NON_FINITE[repr(value)]
+    if type(value) is Decimal and not value.is_finite():
+        return _NON_FINITE[repr(float(value))]
+    return value
+
+
+def sql_json(value: Any) -> Any:
+    """A result cell as exact JSON (PostgreSQL's types included): bytes as hex; a number that JSON cannot
+    hold (infinities, NaN) as the string "Infinity", "-Infinity" or "NaN"; a Decimal (numeric) that is
+    whole as an integer, else as a JSON number with every digit; an integer past 64 bits with every digit;
+    a timedelta (interval) as an ISO 8601 duration ("P1DT2H3M4.5S", "-PT1S"); arrays and json item by item."""
+    t = type(value)
+    if t is float:
+        return value if math.isfinite(value) else _NON_FINITE[repr(value)]
+    if t is int:
+        return value if -(2**63) <= value < 2**64 else orjson.Fragment(str(value))
+    if t is Decimal:
+        if not value.is_finite():
+            return _NON_FINITE[repr(float(value))]
+        if value == value.to_integral_value():
+            return sql_json(int(value))
+        return orjson.Fragment(str(value))  # Decimal's str is a JSON number: 1.50, 1E-7, -0.0012
+    if t is dt.timedelta:
+        return iso_duration(value)
+    if t is bytes or t is memoryview:
+        return bytes(value).hex()
+    if t is list or t is tuple:
+        return [sql_json(x) for x in value]
+    if t is dict:
+        return {k: sql_json(x) for k, x in value.items()}
+    return value
+
+
+def iso_duration(delta: dt.timedelta) -> str:
+    """A timedelta as an ISO 8601 duration: days, hours, minutes and seconds (with microseconds)."""
+    micros = delta // dt.timedelta(microseconds=1)
+    sign, micros = ("-" if micros < 0 else ""), abs(micros)
+    seconds, micro = divmod(micros, 1_000_000)
+    days, seconds = divmod(seconds, 86_400)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    time = "".join(f"{n}{unit}" for n, unit in ((hours, "H"), (minutes, "M")) if n)
+    if seconds or micro or not (days or time):
+        time += f"{seconds}.{micro:06d}".rstrip("0").rstrip(".") + "S"
+    return f"{sign}P{f'{days}D' if days else ''}{'T' + time if time else ''}"

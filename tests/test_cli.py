@@ -576,3 +576,15 @@ def test_export_to_a_file_replaces_it_whole(demo: Path, tmp_path: Path) -> None:
     assert run("export", demo, "demo", "-o", backup)[0] == 0
     assert backup.read_bytes() == run("export", demo, "demo")[1].encode() and backup.stat().st_mode & 0o777 == 0o600
     assert run("export", demo, "demo", "-o", "/dev/null")[0] == 0
+
+
+def test_sql_json_keeps_every_column_and_spells_non_finite_numbers(demo: Path) -> None:
+    """sql --json keeps a repeated column name's values (a self-join's a.version, b.version become version and
+    version:2), and a non-finite number is the string "Infinity" in JSON and in text alike (JSON gave null)."""
+    query = ("SELECT a.version, b.version, 0 AS \"version:2\" FROM checkpoints a JOIN checkpoints b ON b.stream = a.stream"
+             " AND b.version = a.version + 1 WHERE a.stream = 'demo' ORDER BY a.version LIMIT 2")
+    rows = orjson.loads(run("sql", demo, query, "--json")[1])
+    assert rows == [{"version": 1, "version:3": 2, "version:2": 0}, {"version": 2, "version:3": 3, "version:2": 0}]
+    code, out, _ = run("sql", demo, "SELECT 1e999 AS big, -1e999 AS small, NULL AS empty", "--json")
+    assert code == 0 and orjson.loads(out) == [{"big": "Infinity", "small": "-Infinity", "empty": None}]
+    assert run("sql", demo, "SELECT 1e999 AS big, -1e999 AS small")[1].splitlines()[1].split() == ["Infinity", "-Infinity"]

@@ -3,13 +3,17 @@ place of the file, as real processes, in README's order; and their errors are on
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import eventckpt
+from eventckpt.cli import main
 
 from .conftest import run_cli_example
 from .engines import TARGETS
@@ -57,3 +61,23 @@ def test_errors_are_one_line_on_postgresql(pg_target: str) -> None:
     for query in ("COMMIT", "SELEC 1", "SELECT pg_reload_conf()"):
         status, err = run_cli_example(f'eventckpt sql {pg_target} "{query}"')
         assert status == 1 and err.count("\n") == 1, (query, err)
+
+
+def test_sql_json_holds_postgresql_types_exactly(pg_target: str) -> None:
+    """sql --json on PostgreSQL writes numeric exactly (whole: an integer; else every digit), interval as an
+    ISO 8601 duration and non-finite numbers as strings, where it failed with TypeError; text shows them too."""
+    assert run_cli_example(f"eventckpt demo {pg_target}")[0] == 0
+    query = ("SELECT sum(input_tokens_added) AS total, 12345678901234567890.123456789::numeric AS exact,"
+             " 123456789012345678901234567890::numeric AS big, 'NaN'::numeric AS nan, 'infinity'::float8 AS inf,"
+             " interval '1 day 2 hours 3.5 seconds' AS took, interval '-1 second' AS back,"
+             " ARRAY[1.5::numeric, 2::numeric] AS items FROM eventckpt.checkpoints WHERE stream = 'demo'")
+    result = CliRunner().invoke(main, ["sql", pg_target, query, "--json"])
+    assert result.exit_code == 0, result.output
+    assert '"exact": 12345678901234567890.123456789' in result.stdout
+    assert json.loads(result.stdout, parse_float=Decimal) == [{
+        "total": 960, "exact": Decimal("12345678901234567890.123456789"),
+        "big": 123456789012345678901234567890, "nan": "NaN", "inf": "Infinity", "took": "P1DT2H3.5S",
+        "back": "-PT1S", "items": [Decimal("1.5"), 2]}]
+    result = CliRunner().invoke(main, ["sql", pg_target, query])
+    assert result.exit_code == 0 and result.stdout.splitlines()[1].split()[:5] == [
+        "960", "12345678901234567890.123456789", "123456789012345678901234567890", "NaN", "Infinity"]
