@@ -511,10 +511,13 @@ def _unmake_store(path: str, existed: bool) -> None:
     connection has the file open, and it stays."""
     if any(os.path.exists(path + suffix) for suffix in ("-wal", "-shm", "-journal")):
         return
-    if existed:
-        os.truncate(path, 0)
-    else:
-        os.remove(path)
+    try:
+        if existed:
+            os.truncate(path, 0)
+        else:
+            os.remove(path)
+    except OSError:  # the open failed before it created the file (no such directory), or the clean-up
+        pass  # itself failed: either way the error that made the command fail is the one to report
 
 
 def _size(source: Any) -> int:

@@ -588,3 +588,14 @@ def test_sql_json_keeps_every_column_and_spells_non_finite_numbers(demo: Path) -
     code, out, _ = run("sql", demo, "SELECT 1e999 AS big, -1e999 AS small, NULL AS empty", "--json")
     assert code == 0 and orjson.loads(out) == [{"big": "Infinity", "small": "-Infinity", "empty": None}]
     assert run("sql", demo, "SELECT 1e999 AS big, -1e999 AS small")[1].splitlines()[1].split() == ["Infinity", "-Infinity"]
+
+
+@pytest.mark.parametrize("command", ["import", "copy"])
+def test_import_and_copy_into_a_path_that_cannot_be_created_say_why(demo: Path, tmp_path: Path, command: str) -> None:
+    """import and copy into a path whose store cannot be created report the store's StorageError, as demo
+    does, not a FileNotFoundError from removing the file they never created."""
+    exported = tmp_path / "demo.jsonl"
+    assert run("export", demo, "demo", "-o", exported)[0] == 0
+    target = tmp_path / "no-such-dir" / "copy.db"
+    code, _, err = run(command, *((target, exported) if command == "import" else (demo, target)))
+    assert code == 1 and err.startswith("Error: StorageError: ") and "cannot open the file" in err, err
