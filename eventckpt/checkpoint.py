@@ -170,14 +170,14 @@ class Checkpoint:
     __hash__ = None  # type: ignore[assignment]  # values are mutable
 
     def __repr__(self) -> str:
-        extra = f", name={self.name!r}" if self.name else ""
+        extra = f", name={self.name!r}" if self.name is not None else ""
         return (f"Checkpoint(task_id={self.task_id!r}, version={self.version}, "
                 f"created_at={self.created_at.isoformat()!r}{extra}, auto={self.auto})")
 
     def summary(self) -> str:
         """One line: version, name, auto/manual, when, owner/node/step, fork origin, token usage and the
         other scalar metadata, e.g. `t v3 'before tool' | manual | 2026-... | user=7 node='agent' step=3`."""
-        label = f"{self.name!r}" if self.name else "(unnamed)"
+        label = f"{self.name!r}" if self.name is not None else "(unnamed)"  # the name "" is a name: ''
         kind = "auto" if self.auto else "manual"
         usage = ", ".join(f"{k}={v}" for k, v in sorted(self.token_usage.items()))
         conventions = {"user_id": "user", "node": "node", "step": "step"}

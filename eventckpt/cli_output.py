@@ -114,9 +114,9 @@ def log_line(cp: Checkpoint, *, stream: bool = False) -> str:
     usage = " ".join(f"{k}={v}" for k, v in sorted(cp.token_usage.items()))
     meta = " ".join(f"{k}={shown(v)}" for k, v in sorted(cp.metadata.items()))
     head = f"{cp.task_id}@{cp.version}" if stream else f"v{cp.version}"
-    return "  ".join(part for part in (
+    return "  ".join(part for part in (  # the name "" is a name: it shows as ''
         f"{head:<6}", format_time(cp.created_at)[:19].replace("T", " "), "auto  " if cp.auto else "manual",
-        repr(cp.name) if cp.name else "", usage, meta) if part)
+        repr(cp.name) if cp.name is not None else "", usage, meta) if part)
 
 
 def change_line(change: Change, width: int) -> str:

@@ -599,3 +599,16 @@ def test_import_and_copy_into_a_path_that_cannot_be_created_say_why(demo: Path, 
     target = tmp_path / "no-such-dir" / "copy.db"
     code, _, err = run(command, *((target, exported) if command == "import" else (demo, target)))
     assert code == 1 and err.startswith("Error: StorageError: ") and "cannot open the file" in err, err
+
+
+def test_the_empty_name_is_shown_as_a_name(tmp_path: Path) -> None:
+    """A checkpoint named "" shows as '' in log and show, not as an unnamed one."""
+    path = tmp_path / "n.db"
+    with eventckpt.open(path) as store:
+        task = store.stream("n")
+        task.save({"a": 1}, name="")
+        task.save({"a": 2})
+    lines = run("log", path, "n")[1].splitlines()
+    assert lines[0].endswith("manual") and lines[1].endswith("manual  ''"), lines
+    assert run("show", path, "n@1")[1].startswith("n v1 '' | manual")
+    assert run("show", path, "n@2")[1].startswith("n v2 (unnamed) | manual")
