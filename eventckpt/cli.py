@@ -586,10 +586,11 @@ def upgrade(path: str, as_json: bool) -> None:
     """
     with _open(path, write=True) as store, store.core.session() as journal:  # a writable open upgrades
         version = journal.schema_version()
+        shown = store.path if is_postgres(path) else path  # a URL without its password
     if as_json:
-        emit_json({"store": path, "schema_version": version})
+        emit_json({"store": shown, "schema_version": version})
     else:
-        click.echo(f"{path}: schema version {version}, this eventckpt's")
+        click.echo(f"{shown}: schema version {version}, this eventckpt's")
 
 
 # -- demo ---------------------------------------------------------------------------------------------
@@ -608,6 +609,7 @@ def demo(path: str, steps: int) -> None:
     Example: eventckpt demo agent.db
     """
     with _open(path, create=True) as store:
+        shown = store.path if is_postgres(path) else path  # a URL without its password, as errors show it
         name = _demo_name(store)
         task = store.stream(name)
         task.save({"messages": [{"role": "user", "content": "Find the cheapest flight to Lisbon."}],
@@ -626,7 +628,7 @@ def demo(path: str, steps: int) -> None:
                 tx.add_usage(input_tokens=120, output_tokens=40)
         task.save({**task.state(), "plan": ["search flights", "book flight"]}, metadata={"node": "planner"})
 
-        click.echo(f"store {path}: stream {name!r}, {task.version} versions\n")
+        click.echo(f"store {shown}: stream {name!r}, {task.version} versions\n")
         click.echo("log (newest first):")
         for cp in task.log():
             click.echo("  " + log_line(cp))
@@ -652,8 +654,8 @@ def demo(path: str, steps: int) -> None:
             click.echo("  " + change_line(change, 90))
     query = f"SELECT version, name, input_tokens FROM checkpoints WHERE stream = '{name}'"
     if is_postgres(path):
-        click.echo(f"\nstore: {path}. Try: eventckpt history {path} {name} scratch.best_fare\n"
-                   f"  or: psql {path} -c \"{query.replace('checkpoints', 'eventckpt.checkpoints')}\"")
+        click.echo(f"\nstore: {shown}. Try: eventckpt history {shown} {name} scratch.best_fare\n"
+                   f"  or: psql {shown} -c \"{query.replace('checkpoints', 'eventckpt.checkpoints')}\"")
     else:
         click.echo(f"\nfile: {path}, {os.path.getsize(path):,} bytes. Try: eventckpt history {path} {name} "
                    f"scratch.best_fare\n  or: sqlite3 {path} \"{query}\"")

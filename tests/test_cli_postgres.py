@@ -81,3 +81,14 @@ def test_sql_json_holds_postgresql_types_exactly(pg_target: str) -> None:
     result = CliRunner().invoke(main, ["sql", pg_target, query])
     assert result.exit_code == 0 and result.stdout.splitlines()[1].split()[:5] == [
         "960", "12345678901234567890.123456789", "123456789012345678901234567890", "NaN", "Infinity"]
+
+
+def test_demo_and_upgrade_do_not_print_the_password(pg_target: str) -> None:
+    """demo and upgrade name a PostgreSQL store without its password, as errors do (they printed the URL given)."""
+    scheme, rest = pg_target.split("://", 1)
+    userinfo, _, where = rest.rpartition("@")
+    user = userinfo.split(":", 1)[0] or "postgres"
+    url = f"{scheme}://{user}:s3cret-word@{where}"
+    for args in (["demo", url], ["upgrade", url], ["upgrade", url, "--json"]):
+        result = CliRunner().invoke(main, args)
+        assert "s3cret-word" not in result.output and "postgresql://" in result.output, (args, result.output)
