@@ -84,12 +84,14 @@ def main() -> None:
 
 
 class StoreTarget(click.ParamType):
-    """A store: a file path, or a postgresql:// URL (the same commands work on both)."""
+    """A store: a file path, or a postgresql:// URL (the same commands work on both). A missing file is
+    not click's usage error: opening it raises StoreNotFoundError (exit 1), as README says, or creates it
+    (demo, import, copy's target)."""
 
     name = "store"
 
-    def __init__(self, exists: bool = True) -> None:
-        self.path = click.Path(dir_okay=False, exists=exists)
+    def __init__(self) -> None:
+        self.path = click.Path(dir_okay=False)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if is_postgres(value):
@@ -425,7 +427,7 @@ def _output(output: str) -> Iterator[Any]:
 
 
 @main.command(name="import")
-@click.argument("path", metavar="STORE", type=StoreTarget(exists=False))
+@click.argument("path", metavar="STORE", type=StoreTarget())
 @click.argument("source", metavar="FILE", type=click.File("rb"))
 @JSON
 def import_(path: str, source: Any, as_json: bool) -> None:
@@ -455,7 +457,7 @@ def import_(path: str, source: Any, as_json: bool) -> None:
 
 @main.command()
 @click.argument("source", metavar="SRC", type=StoreTarget())
-@click.argument("target", metavar="DST", type=StoreTarget(exists=False))
+@click.argument("target", metavar="DST", type=StoreTarget())
 @JSON
 def copy(source: str, target: str, as_json: bool) -> None:
     """Copy every stream of SRC into DST (created if missing), between engines in either direction:
@@ -597,7 +599,7 @@ def upgrade(path: str, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("path", metavar="STORE", type=StoreTarget(exists=False))
+@click.argument("path", metavar="STORE", type=StoreTarget())
 @click.option("--steps", default=8, show_default=True, type=click.IntRange(min=3), help="How many agent steps to simulate.")
 def demo(path: str, steps: int) -> None:
     """Run a short simulated agent on a store (a file, created if missing, or a postgresql:// URL) and show

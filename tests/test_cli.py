@@ -323,14 +323,16 @@ READ_COMMANDS = [("streams",), ("verify",), ("stats",), ("log", "demo"), ("show"
 @pytest.mark.parametrize("args", READ_COMMANDS, ids=[a[0] for a in READ_COMMANDS])
 def test_commands_on_an_empty_or_missing_file_change_nothing(tmp_path: Path, args: tuple[str, ...]) -> None:
     """Every command but demo and import, given an empty (0-byte) file, fails with StoreNotFoundError and
-    leaves it 0 bytes, with no -wal/-shm beside it; a missing file stays missing."""
+    leaves it 0 bytes, with no -wal/-shm beside it; a missing file stays missing, with StoreNotFoundError and
+    exit status 1 too (not click's "does not exist" usage error, exit status 2)."""
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
     code, _, err = run(args[0], empty, *args[1:])
     assert code == 1 and "StoreNotFoundError" in err and "empty" in err, err
     assert empty.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
     code, _, err = run(args[0], tmp_path / "missing.db", *args[1:])
-    assert code != 0 and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"], err
+    assert code == 1 and err.startswith("Error: StoreNotFoundError: ") and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"], err
 
 
 def test_a_failed_import_leaves_no_store_behind(demo: Path, tmp_path: Path) -> None:
