@@ -40,7 +40,7 @@ from .cli_output import (
     value_json,
 )
 from .checkpoint import format_time
-from .errors import EventCkptError
+from .errors import EventCkptError, InvalidArgumentError
 from .journal import is_postgres
 
 
@@ -529,7 +529,7 @@ def _size(source: Any) -> int:
         return 0
 
 
-@main.command()
+@main.command(context_settings={"ignore_unknown_options": True})  # a query may start with a -- comment
 @STORE
 @click.argument("query")
 @JSON
@@ -538,8 +538,12 @@ def sql(path: str, query: str, as_json: bool) -> None:
     stream_heads). Only reads are allowed (SELECT, EXPLAIN, PRAGMAs that read): a statement that would
     write is refused and nothing changes.
 
+    A query may start with a -- comment; put -- before a query that is itself an option's name (--json).
+
     Example: eventckpt sql agent.db "SELECT stream, head FROM stream_heads"
     """
+    if not query.strip():  # it would print nothing and exit 0, like a query that found no rows
+        raise InvalidArgumentError("query", query, "is empty: give a query such as \"SELECT stream, head FROM stream_heads\"")
     with _open(path) as store:
         columns, rows = store.sql(query)
     if as_json:

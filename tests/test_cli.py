@@ -614,3 +614,14 @@ def test_the_empty_name_is_shown_as_a_name(tmp_path: Path) -> None:
     assert lines[0].endswith("manual") and lines[1].endswith("manual  ''"), lines
     assert run("show", path, "n@1")[1].startswith("n v1 '' | manual")
     assert run("show", path, "n@2")[1].startswith("n v2 (unnamed) | manual")
+
+
+def test_sql_refuses_an_empty_query_and_takes_a_leading_comment(demo: Path) -> None:
+    """sql refuses an empty query (it printed nothing and exited 0), and a query starting with a -- comment is
+    the query, not an unknown option."""
+    for query in ("", "  \n"):
+        code, out, err = run("sql", demo, query)
+        assert code == 1 and out == "" and err.startswith("Error: InvalidArgumentError: ") and "empty" in err, err
+    code, out, err = run("sql", demo, "-- the heads\nSELECT stream, head FROM stream_heads ORDER BY stream", "--json")
+    assert code == 0 and [r["head"] for r in orjson.loads(out)] == [10, 4], err
+    assert run("sql", demo, "--json", "--", "--x\nSELECT 1 AS one")[1].startswith("[\n  {\n    \"one\": 1")
