@@ -53,7 +53,9 @@ class Problem:
     detail: str
 
     def __str__(self) -> str:
-        where = f"{self.task_id}@{self.version}" if self.version is not None else (self.task_id or "file")
+        if self.task_id is None and self.version is None:  # the whole file: `file: ...`, not `file: file: ...`
+            return f"{self.kind}: {self.detail}"
+        where = f"{self.task_id}@{self.version}" if self.version is not None else self.task_id
         return f"{self.kind}: {where}: {self.detail}"
 
 

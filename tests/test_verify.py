@@ -306,3 +306,13 @@ def test_a_string_that_is_not_utf8_is_reported_at_its_version(db_path: Path) -> 
     result = report(db_path)
     assert [(p.kind, p.task_id, p.version) for p in result.problems] == [("file", "t", 2)]
     assert "not UTF-8" in result.problems[0].detail and result.versions == 4
+
+
+def test_a_problem_of_the_whole_file_is_named_once(built: str) -> None:
+    """A problem of the whole file prints as `file: ...` (it printed `file: file: ...`); one of a stream
+    names it, and one of a version names stream@version."""
+    tamper(built, "INSERT INTO metadata_index VALUES ('node', 'forged', 1, 3)")
+    (problem,) = report(built).problems
+    assert str(problem) == f"file: {problem.detail}"
+    assert str(eventckpt.verify.Problem("file", "main", None, "x")) == "file: main: x"
+    assert str(eventckpt.verify.Problem("checksum", "main", 3, "x")) == "checksum: main@3: x"
