@@ -92,3 +92,15 @@ def test_demo_and_upgrade_do_not_print_the_password(pg_target: str) -> None:
     for args in (["demo", url], ["upgrade", url], ["upgrade", url, "--json"]):
         result = CliRunner().invoke(main, args)
         assert "s3cret-word" not in result.output and "postgresql://" in result.output, (args, result.output)
+
+
+def test_an_upper_case_url_is_a_postgresql_store(pg_target: str, tmp_path: Path) -> None:
+    """A URL whose scheme is in upper case (POSTGRESQL://) names the PostgreSQL store (schemes are
+    case-insensitive), not a file path."""
+    scheme, rest = pg_target.split("://", 1)
+    url = f"{scheme.upper()}://{rest}"
+    assert CliRunner().invoke(main, ["demo", url]).exit_code == 0
+    result = CliRunner().invoke(main, ["streams", url, "--json"])
+    assert result.exit_code == 0 and [r["stream"] for r in json.loads(result.stdout)] == ["demo", "demo-retry"]
+    with eventckpt.open(url, readonly=True) as store:
+        assert store.path.startswith("postgresql://") and store.stream("demo").version == 10

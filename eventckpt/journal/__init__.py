@@ -21,9 +21,15 @@ from .sqlite import connect as connect_sqlite
 def is_postgres(target: Any) -> bool:
     """Whether `target` names a PostgreSQL store (a postgresql:// URL, a psycopg connection or pool),
     decided without importing psycopg for the file paths SQLite users pass."""
-    if isinstance(target, str):
-        return target.startswith(("postgresql://", "postgres://"))
+    if isinstance(target, str):  # a URL's scheme is case-insensitive (RFC 3986): POSTGRESQL:// too
+        return target[:13].lower().startswith(("postgresql://", "postgres://"))
     return type(target).__module__.split(".")[0] in ("psycopg", "psycopg_pool")
+
+
+def _lower_scheme(url: str) -> str:
+    """The URL with its scheme in lower case: libpq reads only postgresql:// and postgres:// as URLs."""
+    scheme, sep, rest = url.partition("://")
+    return scheme.lower() + sep + rest
 
 
 def connect(target: Any, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False,
@@ -40,6 +46,8 @@ def connect(target: Any, *, durability: str = "normal", timeout: float = 30.0, r
         except ImportError as exc:
             raise InvalidArgumentError("target", target, "a PostgreSQL store needs psycopg 3 and psycopg_pool:"
                                        f" pip install 'eventckpt[postgres]' ({exc})") from None
+        if isinstance(target, str):
+            target = _lower_scheme(target)
         return connect_postgres(target, durability=durability, timeout=timeout, readonly=readonly, pool_size=pool_size,
                                 create=create)
     return connect_sqlite(target, durability=durability, timeout=timeout, readonly=readonly, vfs=vfs, create=create)

@@ -50,7 +50,7 @@ class PostgresJournal(Tables, LangGraphTables, Queries, CallerSQL, Journal):
 def is_target(target: Any) -> bool:
     """Whether `target` names a PostgreSQL store: a postgresql:// URL, a psycopg connection or a pool."""
     if isinstance(target, str):
-        return target.startswith(("postgresql://", "postgres://"))
+        return target[:13].lower().startswith(("postgresql://", "postgres://"))  # schemes are case-insensitive
     return isinstance(target, (psycopg.Connection, ConnectionPool))
 
 
