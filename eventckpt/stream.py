@@ -276,7 +276,11 @@ class CheckpointStore:
             check_new_name(task_id)
         core = self.core
         with core.session() as journal, journal.write():
-            row, head = self._found(journal)
+            # Hold the tree (as a commit does) before checking the fork point and inserting the fork: a
+            # prune or delete_stream on another host waits for this transaction, so it sees the fork
+            # (kept_for_forks) instead of removing the version, or the stream, under it.
+            journal.hold_tree(self._found(journal)[0].tree_id)
+            row, head = self._found(journal)  # read again: a rewrite or delete may have landed before the hold
             at = head if at is None else check_version("at", at)
             if not 0 <= at <= head:
                 raise VersionNotFoundError(self.task_id, at, head)

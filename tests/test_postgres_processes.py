@@ -7,8 +7,16 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
 
 import eventckpt
+from eventckpt.journal.postgres import tables
 
 WRITER = """
 import sys, eventckpt
@@ -113,3 +121,91 @@ def test_a_cached_head_moved_by_another_process_is_caught(pg_target: str) -> Non
             assert (exc.expected, exc.actual) == (1, 7)
         else:
             raise AssertionError("a stale expected_version was accepted")
+
+
+
+def other_host_meanwhile(url: str, work: Callable[[], Any]) -> Callable[[], Any]:
+    """Start `work` (another host) in a thread and return once it has finished or waits on a lock (which
+    this host's open transaction holds): a race made deterministic without sleeping for it. Returns a
+    function that waits for the work and gives its result (or raises its error)."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["result"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            out["error"] = exc
+
+    thread = threading.Thread(target=run)
+    with psycopg.connect(url, autocommit=True) as watcher:
+        thread.start()
+        deadline = time.monotonic() + 30
+        while thread.is_alive() and not watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'").fetchone()[0]:
+            assert time.monotonic() < deadline, "the other host neither finished nor waited"
+            time.sleep(0.01)
+
+    def result() -> Any:
+        thread.join(30)
+        assert not thread.is_alive()
+        if "error" in out:
+            raise out["error"]
+        return out["result"]
+    return result
+
+
+@contextmanager
+def hooked(cls: Any, method: str, hook: Callable[..., Any]) -> Iterator[list[Any]]:
+    """Run `hook(*args)` once before the first call of cls.method (args as the method gets them) that it
+    accepts (returns something other than None); what it returned is collected in the list yielded."""
+    original = getattr(cls, method)
+    seen: list[Any] = []
+
+    def wrapper(self: Any, *args: Any) -> Any:
+        if not seen:
+            got = hook(*args)
+            if got is not None:
+                seen.append(got)
+        return original(self, *args)
+
+    setattr(cls, method, wrapper)
+    try:
+        yield seen
+    finally:
+        setattr(cls, method, original)
+
+
+def test_a_prune_on_another_host_keeps_the_version_a_fork_in_flight_branches_from(pg_target: str) -> None:
+    """A prune racing fork(at=v) waits for the fork and keeps v for it (kept_for_forks), never removing it."""
+    with eventckpt.open(pg_target) as host_a, eventckpt.open(pg_target) as host_b:
+        task = host_a.stream("task")
+        for i in range(1, 11):
+            task.save({"step": i})
+        prune = lambda: host_b.stream("task").prune(keep_last=5)  # noqa: E731
+
+        def before_insert(name: str, created_at: str, parent: Any = None, fork_version: Any = None) -> Any:
+            return other_host_meanwhile(pg_target, prune) if parent is not None else None
+
+        with hooked(tables.Tables, "create_stream", before_insert) as seen:
+            retry = task.fork(at=3, task_id="task-retry")
+        pruned = seen[0]()
+        assert 3 in pruned.kept_for_forks and 3 in task.list_versions()
+        assert retry.state() == {"step": 3}
+        assert host_a.verify().ok, host_a.verify().problems
+
+
+def test_a_fork_of_a_stream_another_host_is_deleting_is_stream_not_found(pg_target: str) -> None:
+    """fork() of a stream whose delete_stream() on another host is under way waits for it and raises
+    StreamNotFoundError, never a foreign key error."""
+    with eventckpt.open(pg_target) as host_a, eventckpt.open(pg_target) as host_b:
+        host_a.stream("task").save({"x": 1})
+        host_a.stream("task").version  # A has read the stream before B deletes it
+
+        def fork() -> Any:
+            return host_a.stream("task").fork(task_id="task-retry")
+
+        with hooked(tables.Tables, "delete_stream", lambda stream: other_host_meanwhile(pg_target, fork)) as seen:
+            assert host_b.delete_stream("task")
+        with pytest.raises(eventckpt.StreamNotFoundError):
+            seen[0]()
+        assert host_a.streams() == []

@@ -133,6 +133,10 @@ class Tables(Engine):
                 row = self.conn.execute(sql, args).fetchone()
         except pg.UniqueViolation:
             raise errors.StreamExistsError(name) from None
+        except pg.ForeignKeyViolation:  # the parent was deleted by another host (a fork that did not hold the tree)
+            if parent is None:
+                raise
+            raise errors.StreamNotFoundError(parent.name) from None
         except psycopg.Error as exc:
             self._fail(exc)
         assert row is not None
