@@ -198,6 +198,9 @@ class _Checker:
                 if version in snaps:
                     self.check_snapshot(row, version, lineage)
                 for fork in self.forks.get((row.id, version), ()):
+                    if version not in vrows:  # a hole: the fork branches from a version that is gone
+                        self.problem("fork", fork, None, f"its fork point {version} is not a version of its "
+                                                         f"parent (it was removed)")
                     yield fork, lineage.copy()
                 self.done += 1
                 if self.progress and self.done % 512 == 0:

@@ -248,6 +248,19 @@ def test_version_deleted_outside_retention_is_found(store_target: str) -> None:
     assert any(p.kind == "checksum" and p.version > victim for p in problems), problems
 
 
+def test_a_fork_whose_fork_point_was_removed_is_found(store_target: str) -> None:
+    """A fork whose fork point is gone from its parent (removed past retention's guard) is a fork problem."""
+    with eventckpt.open(store_target) as store:
+        task = store.stream("t")
+        for i in range(1, 11):
+            task.save({"step": i})
+        task.fork(at=3, task_id="f").save({"step": 100})
+        with store.core.session() as journal, journal.write():
+            journal.remove_versions(journal.stream("t"), [3])
+        problems = store.verify().problems
+    assert any(p.kind == "fork" and p.task_id == "f" and "3" in p.detail for p in problems), problems
+
+
 def test_stored_forms_replay_as_the_codec_stores_them(store_target: str) -> None:
     """An honest store verifies clean when its events change values stored in tagged forms: an incr
     past 64 bits and on a big int, edits inside a dict with number keys, a "$" key added to a dict and
