@@ -58,57 +58,60 @@ _BATCH = 1000
 
 
 def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes]:
-    """See Store.export. Lines are produced in batches, each read in one session."""
+    """See Store.export. The whole export is read in one snapshot (one read transaction, held until the
+    lines are all produced or the generator is closed): batches read in transactions of their own mixed
+    versions from before and after a prune on another host, whose rechained checksums an import refuses.
+    Lines are produced in batches of versions, so memory stays bounded."""
     core = store.core
-    with core.session() as journal:
+    with core.session() as journal, journal.read():
         row, head = core.existing(journal, task_id)
         todo = [(row, head, None)]
         if forks:
             todo += [(r, journal.stream_and_head(r.name)[1], r) for r in core.subtree(journal, row)[1:]]
         todo.sort(key=lambda t: t[0].id)  # a parent before its forks
         removed = {r.id: journal.removed_head(r) or None for r, _, _ in todo}
-    yield from _lines(store, todo, removed)
+        yield from _lines(core, journal, todo, removed)
 
 
-def _lines(store: Store, todo: list[tuple[StreamRow, int, StreamRow | None]],
+def _lines(core: Core, journal: Journal, todo: list[tuple[StreamRow, int, StreamRow | None]],
            removed: dict[int, int | None]) -> Iterator[bytes]:
     """The export of `todo`: (stream, its head, itself when it is exported as a fork, else None), parents
-    first; `removed` maps a stream's id to its removed head (None: none)."""
+    first; `removed` maps a stream's id to its removed head (None: none). Read through `journal`, inside
+    the caller's read transaction (one snapshot for all of it)."""
     yield orjson.dumps({"eventckpt": "export", "format": FORMAT}) + b"\n"
     counts = {"versions": 0, "events": 0}
     for stream, upto, fork in todo:
-        yield orjson.dumps({"stream": stream.name, "parent": _parent_name(store, fork), "fork_version": fork and fork.fork_version,
+        yield orjson.dumps({"stream": stream.name, "parent": _parent_name(core, journal, fork), "fork_version": fork and fork.fork_version,
                             "created_at": stream.created_at, "removed_head": removed[stream.id]}) + b"\n"
-        yield from _versions(store, stream, upto, (fork.fork_version or 0) if fork else 0, counts)
+        yield from _versions(core, journal, stream, upto, (fork.fork_version or 0) if fork else 0, counts)
     yield orjson.dumps({"eventckpt": "end", "streams": len(todo), **counts}) + b"\n"
 
 
-def _parent_name(store: Store, fork: StreamRow | None) -> str | None:
+def _parent_name(core: Core, journal: Journal, fork: StreamRow | None) -> str | None:
     if fork is None:
         return None
-    with store.core.session() as journal:
-        return store.core.lineage(journal, fork)[-2].name
+    return core.lineage(journal, fork)[-2].name
 
 
-def _versions(store: Store, row: StreamRow, upto: int, after: int, counts: dict[str, int]) -> Iterator[bytes]:
-    check = _Check(store, row, after)
+def _versions(core: Core, journal: Journal, row: StreamRow, upto: int, after: int,
+              counts: dict[str, int]) -> Iterator[bytes]:
+    check = _Check(core, journal, row, after)
     for lo in range(after + 1, upto + 1, _BATCH):
         hi = min(upto, lo + _BATCH - 1)
-        with store.core.session() as journal, journal.read():
-            segments = [s for s in (Segment(s.tree_id, s.stream_id, max(s.lo, lo), s.hi)
-                                    for s in store.core.segments(journal, row, hi)) if s.lo <= s.hi]
-            vrows = journal.version_rows(segments)
-            events: dict[int, list[Any]] = {}
-            raw: dict[int, list[tuple[str, str, str | None]]] = {}
-            for version, _, op, path, value in journal.tail(segments, lo - 1):
-                events.setdefault(version, []).append([op, path, orjson.Fragment(value) if value is not None else None])
-                raw.setdefault(version, []).append((op, path, value))
-            ids = {v: journal.checkpoint_id_of(s, v) for s in segments for v in range(s.lo, s.hi + 1)}
-            calls: dict[int, list[Any]] = {}
-            for version, call_id, name, arguments, result, error, undoes in journal.tool_calls(segments, lo - 1):
-                calls.setdefault(version, []).append([call_id, name, orjson.Fragment(arguments),
-                                                      orjson.Fragment(result) if result is not None else None,
-                                                      error, undoes])
+        segments = [s for s in (Segment(s.tree_id, s.stream_id, max(s.lo, lo), s.hi)
+                                for s in core.segments(journal, row, hi)) if s.lo <= s.hi]
+        vrows = journal.version_rows(segments)
+        events: dict[int, list[Any]] = {}
+        raw: dict[int, list[tuple[str, str, str | None]]] = {}
+        for version, _, op, path, value in journal.tail(segments, lo - 1):
+            events.setdefault(version, []).append([op, path, orjson.Fragment(value) if value is not None else None])
+            raw.setdefault(version, []).append((op, path, value))
+        ids = {v: journal.checkpoint_id_of(s, v) for s in segments for v in range(s.lo, s.hi + 1)}
+        calls: dict[int, list[Any]] = {}
+        for version, call_id, name, arguments, result, error, undoes in journal.tool_calls(segments, lo - 1):
+            calls.setdefault(version, []).append([call_id, name, orjson.Fragment(arguments),
+                                                  orjson.Fragment(result) if result is not None else None,
+                                                  error, undoes])
         lines = [check(v, raw.get(v.version, []), orjson.dumps({
             "stream": row.name, "version": v.version, "created_at": v.created_at, "name": v.name, "auto": bool(v.auto),
             "metadata": orjson.Fragment(v.metadata) if v.metadata else None,
@@ -126,18 +129,18 @@ class _Check:
     must chain as verify computes it (integrity.py), and its line must parse (stored JSON is embedded as
     is, so a damaged value would make a line import refuses). A CorruptStoreError names the version."""
 
-    def __init__(self, store: Store, row: StreamRow, after: int) -> None:
+    def __init__(self, core: Core, journal: Journal, row: StreamRow, after: int) -> None:
+        """Read through `journal`, inside the export's read transaction (the snapshot it exports)."""
         self.prev = ROOT  # the checksum the next version chains from: the last one kept at or before `after`
-        with store.core.session() as journal, journal.read():
-            chain = store.core.lineage(journal, row)
-            self.names = {r.id: r.name for r in chain}
-            if after:
-                segments = store.core.segments(journal, row, after)
-                kept = journal.version_numbers(segments)
-                if kept:
-                    last = max(kept)
-                    self.prev = next(r.checksum for r in journal.version_rows(
-                        [Segment(s.tree_id, s.stream_id, last, last) for s in segments if s.lo <= last <= s.hi]))
+        chain = core.lineage(journal, row)
+        self.names = {r.id: r.name for r in chain}
+        if after:
+            segments = core.segments(journal, row, after)
+            kept = journal.version_numbers(segments)
+            if kept:
+                last = max(kept)
+                self.prev = next(r.checksum for r in journal.version_rows(
+                    [Segment(s.tree_id, s.stream_id, last, last) for s in segments if s.lo <= last <= s.hi]))
 
     def __call__(self, v: Any, events: list[tuple[str, str, str | None]], line: bytes) -> bytes:
         where = f"{self.names.get(v.stream_id, '?')}@{v.version}"
@@ -350,14 +353,21 @@ def copy(source: Store, target: Store, progress: Callable[[int, int], None] | No
     be run again. (Copied a tree at a time, a copy cut short left trees whose threads the saver could not
     find, and names a re-run refused.) Streams are created in the source's order, so `streams()` and
     `summaries()` list them as the source does. Other writers of the target wait for it."""
+    # One snapshot of the source for the whole copy (see export): held until the target's transaction ends.
     with source.core.session() as journal, journal.read():
-        rows = journal.streams_all()  # oldest first
-        heads = {r.id: journal.stream_and_head(r.name)[1] for r in rows}
-        removed = {r.id: journal.removed_head(r) or None for r in rows}
-        total = journal.totals()["versions"]
-        namespaces = journal.langgraph_namespaces()
-        writes = {(t, ns): journal.langgraph_all_writes(t, ns) for t, ns, _ in namespaces}
-        moved = [m for r in rows if r.parent_id is None for m in journal.langgraph_moved_ids(r.tree_id)]
+        return _copy(source, journal, target, progress)
+
+
+def _copy(source: Store, read: Journal, target: Store, progress: Callable[[int, int], None] | None) -> Copied:
+    """The copy, reading the source through `read` (inside its read transaction; the target is another
+    store, so its sessions are other journals)."""
+    rows = read.streams_all()  # oldest first
+    heads = {r.id: read.stream_and_head(r.name)[1] for r in rows}
+    removed = {r.id: read.removed_head(r) or None for r in rows}
+    total = read.totals()["versions"]
+    namespaces = read.langgraph_namespaces()
+    writes = {(t, ns): read.langgraph_all_writes(t, ns) for t, ns, _ in namespaces}
+    moved = [m for r in rows if r.parent_id is None for m in read.langgraph_moved_ids(r.tree_id)]
     names = [r.name for r in rows]
     with target.core.session() as journal:
         taken = [n for n in names if journal.stream(n) is not None]
@@ -391,5 +401,5 @@ def copy(source: Store, target: Store, progress: Callable[[int, int], None] | No
             journal.langgraph_set_moved(row, version, checkpoint_id)
 
     todo = [(r, heads[r.id], r if r.parent_id is not None else None) for r in rows]
-    copied = _import_batch(target, counted(_lines(source, todo, removed)), None, threads)
+    copied = _import_batch(target, counted(_lines(source.core, read, todo, removed)), None, threads)
     return Copied(tuple(copied), done - len(rows) - 2)

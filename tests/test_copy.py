@@ -238,3 +238,20 @@ def test_streams_keep_their_creation_times_and_order(tmp_path: Path, new_target:
                     [s.task_id for s in store.summaries(before="B")], [s.created_at for s in store.tree("A")])
 
     assert listed(target) == listed(source)
+
+
+def test_a_copy_taken_while_another_host_prunes_is_one_snapshot(store_target: str, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy whose source another store prunes mid-way copies the versions from before the prune."""
+    monkeypatch.setattr(eventckpt.transfer, "_BATCH", 10)
+    with eventckpt.open(store_target) as store, eventckpt.open(store_target) as other:
+        for i in range(1, 31):
+            store.stream("agent").save({"step": i})
+
+        def progress(done: int, total: int) -> None:
+            if done == 5:
+                assert other.stream("agent").prune(keep_last=3).removed
+
+        with eventckpt.open(tmp_path / "copy.db") as target:
+            eventckpt.copy(store, target, progress=progress)
+            assert target.stream("agent").list_versions() == list(range(1, 31)) and target.verify().ok

@@ -362,3 +362,24 @@ def test_export_refuses_a_damaged_version(named: dict[str, str], case: str) -> N
         with pytest.raises(eventckpt.CorruptStoreError, match=f"^{stream}@{version}: "):
             eventckpt.copy(src, dst)
         assert dst.streams() == []
+
+
+def test_an_export_taken_while_another_host_prunes_is_one_snapshot(store_target: str, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export that another store prunes mid-way holds the versions from before the prune and imports."""
+    monkeypatch.setattr(eventckpt.transfer, "_BATCH", 10)  # several batches of versions
+    with eventckpt.open(store_target) as store, eventckpt.open(store_target) as other:
+        task = store.stream("agent")
+        for i in range(1, 31):
+            task.save({"step": i, "log": list(range(i % 4))})
+        lines = []
+        for n, line in enumerate(store.export("agent"), 1):
+            lines.append(line)
+            if n == 5:  # between the export's batches, the other store prunes
+                assert other.stream("agent").prune(keep_last=3).removed
+        assert task.list_versions() == [28, 29, 30]
+    with eventckpt.open(tmp_path / "restored.db") as restored:
+        restored.import_lines(lines)
+        assert restored.stream("agent").list_versions() == list(range(1, 31))
+        assert restored.stream("agent").state(12) == {"step": 12, "log": [0, 1, 2, 3][:12 % 4]}
+
