@@ -79,6 +79,9 @@ def commit(
     attempt = _Attempt(core, task_id, produce, check_paths, usage_of, name, int(auto), meta_text, expected_version,
                        checkpoint_id, tool_rows, created_at, at, expected_head)
     with core.session() as journal, core.stream_lock(task_id):
+        inside = journal.in_transaction  # the caller's (a batch's): a lost connection takes all of it away
+        lost: StoreUnavailableError | None = None  # the last attempt's, while the server is away
+        lost_since = 0.0
         for n in range(_ATTEMPTS):
             try:
                 if n == 0:
@@ -104,19 +107,31 @@ def commit(
                 raise DuplicateCheckpointIdError(task_id, checkpoint_id or "") from None
             except StoreUnavailableError as exc:  # the connection dropped (PostgreSQL)
                 core.forget(attempt.stream_id, task_id)
+                if inside:  # the server rolled back the caller's whole transaction: only its owner can redo it
+                    raise StoreUnavailableError(str(exc), code=exc.code, committed=False) from None
                 if exc.committed is None:  # did it commit? look it up by its checksum
                     try:
                         if attempt.landed(journal):
                             return attempt.checkpoint(journal, committed)
                     except StoreUnavailableError as again:  # the server is still away: nobody can tell
                         raise StoreUnavailableError(str(again), code=again.code, committed=None) from None
-                continue  # known not to have committed: redo it (the pool waits for the server)
+                # Known not to have committed: redo it (the pool waits for the server), but only for the
+                # store's timeout, as README promises; each attempt with the server down already waited
+                # for a connection, so this does not spin (a brief pause when the loss was instant).
+                clock = time.monotonic()
+                lost, lost_since = exc, lost_since if lost is not None else clock
+                if clock - lost_since >= core.backend.timeout:
+                    raise
+                time.sleep(min(0.05, core.backend.timeout))
+                continue
             except ConflictError:  # raised before anything was applied to the head
                 raise
             except BaseException:
                 core.forget(attempt.stream_id, task_id)
                 raise
             return attempt.checkpoint(journal, committed)
+    if lost is not None:  # every redo lost its connection: the server is away, not busy
+        raise lost
     raise StoreBusyError(f"{task_id}: other writers kept committing first ({_ATTEMPTS} attempts)", code="contention")
 
 

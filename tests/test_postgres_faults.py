@@ -14,7 +14,11 @@ import threading
 import time
 from typing import Any
 
+import psycopg
+import pytest
+
 import eventckpt
+from eventckpt.journal.postgres import tables
 
 from .engines import TARGETS
 
@@ -148,3 +152,55 @@ def test_a_store_in_this_process_survives_a_server_restart(pg_target: str) -> No
         assert task.state() == {"n": 1}
         task.save({"n": 2})
         assert task.version == 2 and os.getpid() == os.getpid()
+
+
+def test_a_save_with_the_server_down_is_unavailable_within_the_timeout(pg_target: str) -> None:
+    """save() to a stream with no cached head, with the server down, raises StoreUnavailableError after
+    about `timeout` (not 100 waits of it, then StoreBusyError)."""
+    server = TARGETS.server()
+    with eventckpt.open(pg_target, timeout=0.3) as store:
+        store.stream("other").save({"x": 1})
+        server.stop("immediate")
+        try:
+            started = time.monotonic()
+            with pytest.raises(eventckpt.StoreUnavailableError) as caught:
+                store.stream("task").save({"x": 2})
+            assert time.monotonic() - started < 3.0 and caught.value.committed is False
+        finally:
+            server.restart()
+        store.stream("task").save({"x": 2})  # and it carries on once the server is back
+        assert store.stream("task").state() == {"x": 2}
+
+
+def _drop_in_batch(admin: psycopg.Connection[Any]) -> Any:
+    """A hook for Tables.append that terminates the connection of the first commit made inside a batch."""
+    original = tables.Tables.append
+    dropped: list[int] = []
+
+    def append(self: Any, commit: Any) -> None:
+        if self.batching and not dropped:
+            dropped.append(self.conn.info.backend_pid)
+            admin.execute("SELECT pg_terminate_backend(%s)", (self.conn.info.backend_pid,))
+        return original(self, commit)
+
+    return append, original, dropped
+
+
+def test_a_connection_lost_inside_a_batch_ends_the_batch_as_unavailable(pg_target: str) -> None:
+    """A commit inside core.batch() whose connection drops raises StoreUnavailableError(committed=False) at
+    once (the server rolled the batch back), instead of redoing on the dead connection until StoreBusyError."""
+    with psycopg.connect(pg_target, autocommit=True) as admin, eventckpt.open(pg_target) as store:
+        store.stream("t").save({"n": 0})
+        append, original, dropped = _drop_in_batch(admin)
+        tables.Tables.append = append  # type: ignore[method-assign]
+        try:
+            with pytest.raises(eventckpt.StoreUnavailableError) as caught:
+                with store.core.batch():
+                    store.stream("t").save({"n": 1})
+        finally:
+            tables.Tables.append = original  # type: ignore[method-assign]
+        assert dropped and caught.value.committed is False
+        assert store.stream("t").state() == {"n": 0}
+        store.stream("t").save({"n": 2})
+        assert store.stream("t").list_versions() == [1, 2]
+

@@ -525,6 +525,7 @@ class Backend(ABC):
 
     kind: str = ""
     target: str = ""  # what to show users: the file path, or the URL without its password
+    timeout: float = 0.0  # seconds a call waits for an unreachable server before StoreUnavailableError
 
     def __init__(self) -> None:
         self._local = threading.local()
