@@ -5,6 +5,7 @@ process."""
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 import signal
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import psycopg
 import pytest
@@ -204,3 +205,32 @@ def test_a_connection_lost_inside_a_batch_ends_the_batch_as_unavailable(pg_targe
         store.stream("t").save({"n": 2})
         assert store.stream("t").list_versions() == [1, 2]
 
+
+def test_a_langgraph_put_whose_batch_loses_its_connection_is_redone(pg_target: str) -> None:
+    """The saver's put made in a batch (writes turned into references) is redone on a new connection when
+    the batch's connection drops, and the invoke succeeds."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    from eventckpt.langgraph import EventCkptSaver
+
+    class S(TypedDict):
+        messages: Annotated[list[str], operator.add]
+
+    graph = StateGraph(S)
+    graph.add_node("agent", lambda s: {"messages": [f"reply {len(s['messages'])}"]})
+    graph.add_edge(START, "agent")
+    graph.add_edge("agent", END)
+    with psycopg.connect(pg_target, autocommit=True) as admin, EventCkptSaver(pg_target) as saver:
+        app = graph.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "t1"}}
+        app.invoke({"messages": ["hi"]}, config)
+        append, original, dropped = _drop_in_batch(admin)
+        tables.Tables.append = append  # type: ignore[method-assign]
+        try:
+            out = app.invoke({"messages": ["again"]}, config)
+        finally:
+            tables.Tables.append = original  # type: ignore[method-assign]
+        assert dropped
+        assert out["messages"] == ["hi", "reply 1", "again", "reply 3"]
+        assert app.get_state(config).values == out

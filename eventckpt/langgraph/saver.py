@@ -42,6 +42,7 @@ from ..errors import (
     InvalidArgumentError,
     PathError,
     SerializationError,
+    StoreUnavailableError,
 )
 from ..journal import LangGraphRow
 from ..paths import to_text
@@ -359,7 +360,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         thread = self._memory.thread(key)
         planner = Put(values, checkpoint, new_versions, thread, meta.get("source"))
         common = thread is not None and parent == thread.checkpoint_id
-        move = False
+        move = redone = False
         for _ in range(_ATTEMPTS):
             if common:
                 assert thread is not None
@@ -394,6 +395,9 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                 if isinstance(exc, DuplicateCheckpointIdError) and not move:
                     move = True
                     continue
+                if isinstance(exc, StoreUnavailableError) and exc.committed is False and not redone:
+                    redone = True  # the connection dropped in the batch, which the server rolled back: redo
+                    continue       # it once (on a new connection; with the server still away it fails again)
                 if isinstance(exc, SerializationError) and plan.unchecked and not planner.strict:
                     planner.strict = True  # a channel stopped being plain JSON: check everything
                     continue
