@@ -234,3 +234,20 @@ def test_a_langgraph_put_whose_batch_loses_its_connection_is_redone(pg_target: s
         assert dropped
         assert out["messages"] == ["hi", "reply 1", "again", "reply 3"]
         assert app.get_state(config).values == out
+
+
+
+def test_sql_after_a_dropped_connection_reconnects(pg_target: str) -> None:
+    """store.sql() after the store's connection dropped runs on a new connection, as every other read does."""
+    with psycopg.connect(pg_target, autocommit=True) as admin, eventckpt.open(pg_target) as store:
+        store.stream("a").save({"x": 1})
+        query = "SELECT stream, head FROM stream_heads"
+        assert store.sql(query)[1] == [("a", 1)]
+        for _ in range(2):
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                          " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            assert store.sql(query)[1] == [("a", 1)]
+        with store.core.session() as journal:  # the journal's own form, with arguments bound
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                          " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            assert journal.query(query + " WHERE stream = %s", ["a"])[1] == [("a", 1)]

@@ -64,10 +64,10 @@ class CallerSQL(Engine):
     """`query`: the caller's read-only SQL."""
 
     def query(self, text: str, args: Sequence[Any] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
-        conn = self.conn
-        if args:  # the driver's own quoting: the server describes the very text it then runs
-            text = psycopg.ClientCursor(conn).mogrify(text, args)
         with self.read():
+            conn = self.conn  # taken inside read(): its BEGIN replaces a connection found dropped
+            if args:  # the driver's own quoting: the server describes the very text it then runs
+                text = psycopg.ClientCursor(conn).mogrify(text, args)
             held = set(self._rows(_ADVISORY))
             try:
                 with conn.transaction():  # always rolled back: nothing the statement did stays
