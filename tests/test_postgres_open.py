@@ -275,3 +275,18 @@ def test_a_server_with_no_free_connection_slot_is_waited_for() -> None:
     finally:
         TARGETS.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         TARGETS.admin(f"DROP ROLE IF EXISTS {name}")
+
+
+def test_a_server_whose_slots_stay_taken_is_reported_as_full() -> None:
+    """Opening while every connection slot stays taken past the timeout says the server has no free
+    connection slot, not that it stayed unreachable."""
+    server = TARGETS.server()
+    name = f"full_{id(object())}"
+    TARGETS.admin(f"CREATE ROLE {name} LOGIN CONNECTION LIMIT 0")
+    try:
+        with pytest.raises(eventckpt.StoreUnavailableError, match="no free connection slot") as caught:
+            eventckpt.open(f"postgresql://{name}@127.0.0.1:{server.port}/postgres", timeout=0.5)
+        assert "unreachable for" not in str(caught.value)
+    finally:
+        TARGETS.admin(f"DROP ROLE IF EXISTS {name}")
+

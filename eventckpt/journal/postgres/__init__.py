@@ -101,6 +101,10 @@ class PostgresBackend(Backend):
                 self.pool.close()
                 if unreachable is None:
                     raise translate(exc, f"opening {self.target}") from None
+                if _FULL.search(str(unreachable)):  # it answers, but every connection slot stayed taken
+                    raise errors.StoreUnavailableError(
+                        f"opening {self.target}: the server had no free connection slot for {timeout:g} s"
+                        f" (max_connections reached: {said(unreachable)})", code="unreachable") from None
                 raise errors.StoreUnavailableError(f"opening {self.target}: the server stayed unreachable for"
                                                    f" {timeout:g} s ({said(unreachable)})", code="unreachable") from None
         elif isinstance(target, ConnectionPool):
