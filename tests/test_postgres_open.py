@@ -290,3 +290,10 @@ def test_a_server_whose_slots_stay_taken_is_reported_as_full() -> None:
     finally:
         TARGETS.admin(f"DROP ROLE IF EXISTS {name}")
 
+
+def test_a_statement_timeout_is_named_as_such(pg_target: str) -> None:
+    """A read cut short by the server's statement_timeout says so, not that other writers kept it waiting."""
+    with eventckpt.open(pg_target + "?options=-c%20statement_timeout%3D100") as store:
+        with pytest.raises(eventckpt.StoreBusyError, match="statement_timeout") as caught:
+            store.sql("SELECT pg_sleep(2)::text")
+        assert "other writers" not in str(caught.value)

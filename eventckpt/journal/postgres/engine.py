@@ -124,7 +124,10 @@ def translate(exc: psycopg.Error, where: str, *, committed: bool | None = False)
     write in flight (see StoreUnavailableError)."""
     code = getattr(exc, "sqlstate", None) or type(exc).__name__
     text = said(exc)
-    if isinstance(exc, (pg.SerializationFailure, pg.DeadlockDetected, pg.LockNotAvailable, pg.QueryCanceled)):
+    if isinstance(exc, pg.QueryCanceled):  # statement_timeout, or a cancel: no other writer is involved
+        why = "ran past the server's statement_timeout" if "statement timeout" in text else "was canceled"
+        return errors.StoreBusyError(f"{where}: the statement {why} ({text})", code=code)
+    if isinstance(exc, (pg.SerializationFailure, pg.DeadlockDetected, pg.LockNotAvailable)):
         return errors.StoreBusyError(f"{where}: the server gave up waiting for other writers ({text})", code=code)
     if isinstance(exc, (pg.ReadOnlySqlTransaction, pg.InsufficientPrivilege)):
         return errors.ReadOnlyStoreError(f"{where}: the store cannot be written ({text})", code=code)
