@@ -80,8 +80,8 @@ def commit(
                        checkpoint_id, tool_rows, created_at, at, expected_head)
     with core.session() as journal, core.stream_lock(task_id):
         inside = journal.in_transaction  # the caller's (a batch's): a lost connection takes all of it away
-        lost: StoreUnavailableError | None = None  # the last attempt's, while the server is away
-        lost_since = 0.0
+        lost: StoreUnavailableError | None = None  # the latest connection loss, and when the first was
+        lost_since, lost_n = 0.0, -1
         for n in range(_ATTEMPTS):
             try:
                 if n == 0:
@@ -119,7 +119,7 @@ def commit(
                 # store's timeout, as README promises; each attempt with the server down already waited
                 # for a connection, so this does not spin (a brief pause when the loss was instant).
                 clock = time.monotonic()
-                lost, lost_since = exc, lost_since if lost is not None else clock
+                lost, lost_since, lost_n = exc, lost_since if lost is not None else clock, n
                 if clock - lost_since >= core.backend.timeout:
                     raise
                 time.sleep(min(0.05, core.backend.timeout))
@@ -130,7 +130,7 @@ def commit(
                 core.forget(attempt.stream_id, task_id)
                 raise
             return attempt.checkpoint(journal, committed)
-    if lost is not None:  # every redo lost its connection: the server is away, not busy
+    if lost is not None and lost_n == _ATTEMPTS - 1:  # the last redo lost its connection: not contention
         raise lost
     raise StoreBusyError(f"{task_id}: other writers kept committing first ({_ATTEMPTS} attempts)", code="contention")
 

@@ -81,7 +81,8 @@ def _lines(core: Core, journal: Journal, todo: list[tuple[StreamRow, int, Stream
     yield orjson.dumps({"eventckpt": "export", "format": FORMAT}) + b"\n"
     counts = {"versions": 0, "events": 0}
     for stream, upto, fork in todo:
-        yield orjson.dumps({"stream": stream.name, "parent": _parent_name(core, journal, fork), "fork_version": fork and fork.fork_version,
+        yield orjson.dumps({"stream": stream.name, "parent": _parent_name(core, journal, fork),
+                            "fork_version": fork and fork.fork_version,
                             "created_at": stream.created_at, "removed_head": removed[stream.id]}) + b"\n"
         yield from _versions(core, journal, stream, upto, (fork.fork_version or 0) if fork else 0, counts)
     yield orjson.dumps({"eventckpt": "end", "streams": len(todo), **counts}) + b"\n"
