@@ -127,7 +127,8 @@ def copy_value(value: Any) -> Any:
 class Checkpointable:
     """Mixin giving an object `state_dict()`, `load_state_dict()` and `clone()`.
 
-    Captured fields: every public attribute (`vars(self)` without names starting with `_`), or the names
+    Captured fields: every public attribute (those in `vars(self)` and the slots that are set, without
+    names starting with `_`), or the names
     `_checkpoint_fields()` returns. A field holding another Checkpointable is captured as its state dict
     and loaded back into the object already there. `_checkpoint_version()` names the class's schema
     version; state saved at another version is migrated on load (see `register_migration`).
@@ -154,7 +155,7 @@ class Checkpointable:
     def _field_names(self) -> list[str]:
         pinned = self._checkpoint_fields()
         if pinned is None:
-            return [name for name in vars(self) if not name.startswith("_")]
+            return [name for name in _public_attributes(self) if not name.startswith("_")]
         names = list(pinned)
         for name in names:
             if type(name) is not str or not name.isidentifier() or name in _MARKERS:
@@ -232,6 +233,29 @@ class Checkpointable:
         twin = self._checkpoint_new()
         twin._load_owned(copy_value(self._checkpoint_state()), None)
         return twin
+
+
+def _slot_names(cls: type) -> list[str]:
+    """The slots `cls` and its bases declare, bases first (the order a dataclass or attrs class lists
+    its fields in); a slotted class (attrs' @define, @dataclass(slots=True)) keeps its fields there, not
+    in __dict__."""
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and name not in names:
+                names.append(name)
+    return names
+
+
+def _public_attributes(obj: Any) -> list[str]:
+    """The attributes `obj` holds: its __dict__ and its slots that are set (an unset slot is an
+    absent attribute)."""
+    names = list(getattr(obj, "__dict__", ()))
+    for name in _slot_names(type(obj)):
+        if name not in names and hasattr(obj, name):
+            names.append(name)
+    return names
 
 
 def _is_nested_state(value: Any) -> bool:

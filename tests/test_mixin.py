@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import attrs
 import pytest
 
 import eventckpt
@@ -292,3 +293,30 @@ def test_load_into_a_dict_and_bad_targets(store: eventckpt.Store) -> None:
     assert target == {"a": 1}
     with pytest.raises(eventckpt.InvalidArgumentError):
         stream.load_into(object())
+
+
+@attrs.define
+class AttrsAgent(Checkpointable):
+    messages: list[str] = attrs.Factory(list)
+    steps: int = 0
+    _client: Any = None
+
+
+@dataclasses.dataclass(slots=True)
+class SlotsAgent(Checkpointable):
+    messages: list[str] = dataclasses.field(default_factory=list)
+    steps: int = 0
+
+
+@pytest.mark.parametrize("cls", [AttrsAgent, SlotsAgent])
+def test_slotted_checkpointable_captures_its_public_slots(store: eventckpt.Store, cls: type) -> None:
+    """A slotted Checkpointable (attrs @define, @dataclass(slots=True)) saves, clones and restores its public slots."""
+    agent = cls(["hi", "search"], 2)
+    assert agent.state_dict() == {"messages": ["hi", "search"], "steps": 2,
+                                  "__class__": cls.__name__, "__version__": "1.0"}
+    assert agent.clone() == agent
+    stream = store.stream("slots")
+    stream.save(agent)
+    fresh = cls()
+    stream.load_into(fresh)
+    assert fresh == agent and stream.state()["messages"] == ["hi", "search"]
