@@ -157,6 +157,7 @@ class UndoReport:
     failed: list[tuple[ToolCall, str]] = field(default_factory=list)  # (call, the reverse's error)
     irreversible: list[ToolCall] = field(default_factory=list)        # no reverse is registered
     skipped: list[ToolCall] = field(default_factory=list)             # the call had failed, or was undone before
+    unstored: list[ToolCall] = field(default_factory=list)            # undone; the reverse's result was not storable
     checkpoint: Checkpoint | None = None                              # the version recording the undo
 
     @property
@@ -166,7 +167,11 @@ class UndoReport:
 
 def undo_tools(stream: CheckpointStore, since_version: int, registry: ToolRegistry) -> UndoReport:
     """Run the reverses of the tool calls recorded after `since_version`, newest first; record each
-    reverse (and each failure) as a tool call in one new version whose state is unchanged."""
+    reverse (and each failure) as a tool call in one new version whose state is unchanged.
+
+    A reverse has a side effect nobody can take back, so nothing may stop its record from being written
+    (the next undo would run it again): the store is checked writable before any reverse runs, and a
+    result the codec cannot store is recorded as `unstored_result(...)` (listed in `report.unstored`)."""
     if type(since_version) is not int or since_version < 0:
         raise InvalidArgumentError("since_version", since_version, "must be a non-negative int")
     if not isinstance(registry, ToolRegistry):
@@ -174,15 +179,20 @@ def undo_tools(stream: CheckpointStore, since_version: int, registry: ToolRegist
     calls = [c for c in stream.tool_calls(since=since_version) if c.undoes is None]
     undone_before = _undone(stream, [c.call_id for c in calls])
     report = UndoReport()
-    records: list[ToolCall] = []
+    planned: list[tuple[ToolCall, Reverse]] = []
     for call in reversed(calls):
+        reverse = registry.reverse_for(call.name)
         if not call.ok or call.call_id in undone_before:
             report.skipped.append(call)
-            continue
-        reverse = registry.reverse_for(call.name)
-        if reverse is None:
+        elif reverse is None:
             report.irreversible.append(call)
-            continue
+        else:
+            planned.append((call, reverse))
+    if planned:
+        _check_writable(stream)
+    codec = stream.core.codec
+    records: list[ToolCall] = []
+    for call, reverse in planned:
         try:
             result = reverse(dict(call.arguments), call.result)
         except Exception as exc:
@@ -190,6 +200,11 @@ def undo_tools(stream: CheckpointStore, since_version: int, registry: ToolRegist
             records.append(ToolCall(call.name, call.arguments, None, describe(exc), new_call_id(), call.call_id))
             continue
         report.undone.append(call)
+        try:
+            codec.encode_text(result)
+        except SerializationError as exc:
+            result = unstored_result(result, exc)
+            report.unstored.append(call)
         records.append(ToolCall(call.name, call.arguments, result, None, new_call_id(), call.call_id))
     if records:
         summary = {"since": since_version, "undone": [c.call_id for c in report.undone],
@@ -200,6 +215,40 @@ def undo_tools(stream: CheckpointStore, since_version: int, registry: ToolRegist
                 tx.tool_call(record)
         report.checkpoint = tx.checkpoint
     return report
+
+
+def unstored_result(result: Any, exc: SerializationError) -> dict[str, str]:
+    """What an undo record stores for a reverse's result the codec refused: its type, its repr (cut
+    short) and why, so the record (and the fact that the reverse ran) is kept."""
+    try:
+        text = repr(result)
+    except Exception:  # a broken __repr__ must not lose the record either
+        text = f"<{type(result).__name__} object>"
+    if len(text) > 1000:
+        text = text[:1000] + "..."
+    if not plain_text(text):
+        text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode()
+    return {"unstored_result": text, "type": type(result).__name__, "reason": str(exc)}
+
+
+class _Probe(Exception):
+    """Rolls back the write transaction of `_check_writable`."""
+
+
+def _check_writable(stream: CheckpointStore) -> None:
+    """ReadOnlyStoreError (or the engine's error) now, when the stream's store cannot be written: a
+    no-op update in a transaction that is rolled back, so a read-only store (or file) is found before
+    any reverse has run."""
+    with stream.core.session() as journal:
+        row = journal.stream(stream.task_id)
+        if row is None:
+            return  # tool_calls() found calls, so the stream exists; the commit reports it otherwise
+        try:
+            with journal.write():
+                journal.set_removed_head(row, max(1, journal.removed_head(row)))  # rolled back below
+                raise _Probe
+        except _Probe:
+            pass
 
 
 def _undone(stream: CheckpointStore, call_ids: list[str]) -> set[str]:

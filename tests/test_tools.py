@@ -180,3 +180,40 @@ def test_deleting_a_stream_deletes_its_calls(store: eventckpt.Store, store_targe
     store.stream("t").fork(task_id="f").save({"a": 2}, tool_calls=[ToolCall("y")])
     assert store.delete_stream("t", forks=True)
     assert journal_rows(store_target)["tool_calls"] == []
+
+
+def test_unstorable_reverse_result_keeps_the_undo_record(store: eventckpt.Store) -> None:
+    """A reverse whose result the codec cannot store is still recorded as undone (its repr), so it never runs twice."""
+
+    class Response:
+        def __repr__(self) -> str:
+            return "<Response [204]>"
+
+    ran: list[int] = []
+    tools = ToolRegistry()
+    tools.register("charge", lambda order: order, reverse=lambda args, result: (ran.append(args["order"]), Response())[1])
+    stream = store.stream("agent")
+    stream.save({"step": 0})
+    stream.save({"step": 1}, tool_calls=[tools.call("charge", order=1), tools.call("charge", order=2)])
+    report = stream.undo_tools(since_version=1, registry=tools)
+    assert ran == [2, 1] and report.ok and len(report.undone) == 2 and report.unstored == report.undone
+    records = [c for c in stream.tool_calls() if c.undoes]
+    assert [r.result["unstored_result"] for r in records] == ["<Response [204]>"] * 2
+    assert records[0].result["type"] == "Response" and all(r.error is None for r in records)
+    again = stream.undo_tools(since_version=1, registry=tools)
+    assert ran == [2, 1] and len(again.skipped) == 2 and again.checkpoint is None
+
+
+def test_undo_on_a_read_only_store_runs_no_reverse(store_target: str) -> None:
+    """undo_tools on a read-only store raises ReadOnlyStoreError before any reverse runs."""
+    ran: list[int] = []
+    tools = ToolRegistry()
+    tools.register("charge", lambda order: order, reverse=lambda args, result: ran.append(args["order"]))
+    with eventckpt.open(store_target) as store:
+        store.stream("agent").save({"step": 1}, tool_calls=[tools.call("charge", order=3)])
+    with eventckpt.open(store_target, readonly=True) as store:
+        with pytest.raises(eventckpt.ReadOnlyStoreError):
+            store.stream("agent").undo_tools(since_version=0, registry=tools)
+    assert ran == []
+    with eventckpt.open(store_target) as store:
+        assert store.stream("agent").undo_tools(since_version=0, registry=tools).ok and ran == [3]
