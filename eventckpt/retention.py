@@ -21,7 +21,9 @@ snapshot manifests name earlier snapshots and creation events as the bases of sh
 - A version a fork branches at is never removed by prune/expire (it is kept and reported in
   `kept_for_forks`); `remove()` refuses it.
 - prune/expire never remove the head. `remove()` of the head deletes it and everything that belongs to
-  it: the head moves back to the version before, and the stream records the removed number
+  it, except that a head recording tool calls is refused (VersionInUseError): no later version could
+  take them, and `undo_tools` must still see every call and undo record. The head moves back to the
+  version before, and the stream records the removed number
   (streams.removed_head) so that the next version is numbered above it: a version number never names
   two different states (a caller may hold it as a checkpoint id).
 - The checksum chain is recomputed from the first rewritten version on (each kept version chains from
@@ -104,8 +106,9 @@ def expire(core: Core, task_id: str, older_than: dt.timedelta | dt.datetime, *, 
 
 def remove(core: Core, task_id: str, version: int) -> Pruned:
     """Remove one version of this stream; every other version stays restorable. Removing the head moves
-    the head back to the version before it; its number is not reused. A version that forks branch from
-    cannot be removed (VersionInUseError)."""
+    the head back to the version before it; its number is not reused. A version that forks branch from,
+    and a head that records tool calls (no later version could take them), cannot be removed
+    (VersionInUseError)."""
     if type(version) is not int:
         raise InvalidArgumentError("version", version, "must be an int")
 
@@ -163,6 +166,11 @@ def _remove(core: Core, task_id: str, choose: Callable[[list[VersionRow], list[i
             kept_for_forks = tuple(sorted(wanted & anchors))
             if not doomed:
                 return Pruned((), kept_for_forks)
+            if doomed == {head} and journal.tool_rows_of(row, head):
+                # No later version can take its tool calls, and deleting them would let undo_tools run a
+                # recorded reverse again (or never undo a recorded call): refuse, as for a fork's base.
+                raise VersionInUseError(task_id, head, "it is the head and records tool calls, which undo_tools"
+                                        " needs; save a new version first (the calls then move into it)")
             if doomed == {head}:  # nothing later replays its events: it goes, with what belongs to it
                 journal.remove_versions(row, [head])
                 journal.set_removed_head(row, head)

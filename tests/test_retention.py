@@ -507,3 +507,29 @@ def test_retention_in_a_process_that_does_not_know_the_types_keeps_them(store_ta
         for version in (7, 8):
             assert strict_equal(stream.state(version), expected[version]), version
         assert store.verify().ok
+
+
+def test_removing_a_head_that_records_tool_calls_is_refused(store: eventckpt.Store) -> None:
+    """remove() of a head recording tool calls (an undo record included) raises VersionInUseError and keeps them."""
+    ran: list[int] = []
+    tools = ToolRegistry()
+    tools.register("refund", lambda order: order, reverse=lambda args, result: ran.append(args["order"]))
+    stream = store.stream("a")
+    stream.save({"step": 0})
+    stream.save({"step": 1}, tool_calls=[tools.call("refund", order=7)])
+    undo = stream.undo_tools(since_version=1, registry=tools)
+    assert undo.checkpoint is not None
+    with pytest.raises(eventckpt.VersionInUseError, match="tool calls"):
+        stream.remove(undo.checkpoint.version)
+    assert stream.version == 3 and len(stream.tool_calls()) == 2
+    assert stream.undo_tools(since_version=1, registry=tools).skipped and ran == [7]
+    stream.save({"step": 2})                  # a later version takes the calls when the old head goes
+    stream.remove(3)
+    assert [(c.version, c.undoes is not None) for c in stream.tool_calls()] == [(2, False), (4, True)]
+    assert not stream.undo_tools(since_version=1, registry=tools).undone and ran == [7]
+    other = store.stream("b")                 # a head recording an original call keeps it too
+    other.save({"step": 0})
+    other.save({"step": 1}, tool_calls=[tools.call("refund", order=8)])
+    with pytest.raises(eventckpt.VersionInUseError):
+        other.remove(2)
+    assert other.undo_tools(since_version=0, registry=tools).undone and ran == [7, 8]
