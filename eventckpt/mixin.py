@@ -28,6 +28,8 @@ CLASS_KEY = "__class__"
 VERSION_KEY = "__version__"
 _MARKERS = (CLASS_KEY, VERSION_KEY)
 
+_ABSENT = object()  # a planned load removes the attribute: the state it restores does not have it
+
 Version = str | int
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -183,7 +185,8 @@ class Checkpointable:
 
     def load_state_dict(self, state: Mapping[str, Any], *, migrations: Migrations | None = None) -> None:
         """Set the object's fields from `state` (migrated first when its version is older). All or
-        nothing: on any error the object and its nested Checkpointables are unchanged."""
+        nothing: on any error the object and its nested Checkpointables are unchanged. Exact: a public
+        attribute `state` lacks is removed (unless `_checkpoint_fields()` pins the fields)."""
         if not isinstance(state, Mapping):
             raise InvalidArgumentError("state", state, "a state dict is a mapping")
         self._load_owned(copy_value(dict(state)), migrations)
@@ -193,7 +196,10 @@ class Checkpointable:
         assignments: list[tuple[Checkpointable, str, Any]] = []
         self._plan_load(state, migrations or default_migrations, assignments, ())
         for obj, name, value in assignments:
-            setattr(obj, name, value)
+            if value is _ABSENT:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, value)
 
     def _plan_load(self, state: dict[str, Any], migrations: Migrations, out: list[tuple[Checkpointable, str, Any]],
                    where: tuple[str, ...]) -> None:
@@ -217,7 +223,9 @@ class Checkpointable:
                     "state", _where(where + (key,)),
                     f"is not among {name}'s checkpoint fields; bump _checkpoint_version() and register a migration")
             current = getattr(self, key, None)
-            if isinstance(current, Checkpointable):
+            if value is None:  # saved before a sub-object was set there (or cleared): put None back
+                out.append((self, key, None))
+            elif isinstance(current, Checkpointable):
                 if not isinstance(value, dict):
                     raise InvalidArgumentError("state", _where(where + (key,)), f"holds {type(value).__name__}, not the state of a nested {type(current).__name__}")
                 current._plan_load(value, migrations, out, where + (key,))
@@ -227,6 +235,12 @@ class Checkpointable:
                     f"holds the state of a {value[CLASS_KEY]!r} but the object has no Checkpointable there to load it into")
             else:
                 out.append((self, key, value))
+        if pinned is None:
+            # An exact restore: a public attribute the state lacks was created after the save (say by the
+            # block a rollback undoes) and would otherwise survive into the next save.
+            for key in self._field_names():
+                if key not in state:
+                    out.append((self, key, _ABSENT))
 
     def clone(self) -> Checkpointable:
         """A new, independent instance with the same state (a round trip through the codec)."""

@@ -320,3 +320,28 @@ def test_slotted_checkpointable_captures_its_public_slots(store: eventckpt.Store
     fresh = cls()
     stream.load_into(fresh)
     assert fresh == agent and stream.state()["messages"] == ["hi", "search"]
+
+
+class LazyAgent(Checkpointable):
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+        self.memory: Memory | None = None  # created on first use
+
+
+def test_rollback_restores_the_saved_object_exactly(store: eventckpt.Store) -> None:
+    """rollback_on_error removes attributes the failed block created and puts None back where a sub-object was set."""
+    stream = store.stream("agent")
+    agent = LazyAgent()
+    agent.messages.append("hi")
+    with pytest.raises(RuntimeError):
+        with stream.rollback_on_error(agent):
+            agent.messages.append("half-done")
+            agent.memory = Memory()
+            agent.pending_plan = ["charge card"]  # type: ignore[attr-defined]
+            raise RuntimeError("tool failed")
+    assert agent.messages == ["hi"] and agent.memory is None and not hasattr(agent, "pending_plan")
+    stream.save(agent)
+    assert stream.state() == stream.state(1) == {"messages": ["hi"], "memory": None, "__class__": "LazyAgent", "__version__": "1.0"}
+    agent.extra = 1  # type: ignore[attr-defined]
+    agent.load_state_dict(stream.state())
+    assert agent.state_dict() == stream.state()
