@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .codec import Codec
-from .errors import InvalidArgumentError, MigrationError
+from .errors import InvalidArgumentError, MigrationError, SerializationError
 
 CLASS_KEY = "__class__"
 VERSION_KEY = "__version__"
@@ -164,15 +164,23 @@ class Checkpointable:
                 raise InvalidArgumentError("_checkpoint_fields", name, "field names are identifiers (not __class__/__version__)")
         return names
 
-    def _checkpoint_state(self) -> dict[str, Any]:
-        """The state dict holding the object's own values (no copy: the store encodes what it saves)."""
+    def _checkpoint_state(self, _path: tuple[str, ...] = (), _active: frozenset[int] = frozenset()) -> dict[str, Any]:
+        """The state dict holding the object's own values (no copy: the store encodes what it saves).
+        `_path` and `_active` (the ids of the Checkpointables being captured above this one) find a
+        reference cycle, which would otherwise recurse until RecursionError."""
+        active = _active | {id(self)}
         state: dict[str, Any] = {}
         for name in self._field_names():
             try:
                 value = getattr(self, name)
             except AttributeError:
                 raise InvalidArgumentError("field", name, f"{type(self).__name__} has no attribute {name!r} to capture") from None
-            state[name] = value._checkpoint_state() if isinstance(value, Checkpointable) else value
+            if isinstance(value, Checkpointable):
+                if id(value) in active:
+                    raise SerializationError(_path + (name,), "a reference cycle: this Checkpointable contains itself",
+                                             type(value).__name__)
+                value = value._checkpoint_state(_path + (name,), active)
+            state[name] = value
         state[CLASS_KEY] = self._checkpoint_name()
         state[VERSION_KEY] = self._checkpoint_version()
         return state

@@ -345,3 +345,25 @@ def test_rollback_restores_the_saved_object_exactly(store: eventckpt.Store) -> N
     agent.extra = 1  # type: ignore[attr-defined]
     agent.load_state_dict(stream.state())
     assert agent.state_dict() == stream.state()
+
+
+class SearchTool(Checkpointable):
+    def __init__(self, agent: Any = None) -> None:
+        self.agent = agent  # a back-reference to the owner: a cycle
+        self.calls = 0
+
+
+class ToolAgent(Checkpointable):
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+        self.search = SearchTool(self)
+
+
+def test_a_cycle_of_checkpointables_is_a_serialization_error(store: eventckpt.Store) -> None:
+    """A reference cycle through Checkpointables raises SerializationError naming its path; nothing is written."""
+    agent = ToolAgent()
+    for call in (agent.state_dict, agent.clone, lambda: store.stream("a").save(agent)):
+        with pytest.raises(eventckpt.SerializationError, match="cycle") as caught:
+            call()
+        assert caught.value.path == ("search", "agent")
+    assert store.stream("a").version == 0
