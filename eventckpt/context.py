@@ -16,8 +16,8 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 from .checkpoint import Checkpoint
+from .codec import Codec
 from .errors import InvalidArgumentError
-from .mixin import copy_value
 from .store import Store
 from .store import open as open_store
 from .checks import check_usage
@@ -27,8 +27,9 @@ from .stream import CheckpointStore
 class ContextState(MutableMapping[str, Any]):
     """The context's key-value state: a mapping with `get`/`set`/`delete` verbs."""
 
-    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, values: Mapping[str, Any] | None = None, codec: Codec | None = None) -> None:
         self._data: dict[str, Any] = dict(values or {})
+        self._codec = codec or Codec()  # the store's: it copies what that store takes (NaN with allow_nan)
 
     def set(self, key: str, value: Any) -> None:
         if type(key) is not str:
@@ -40,7 +41,7 @@ class ContextState(MutableMapping[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         """An independent deep copy of the state."""
-        return copy_value(self._data)
+        return self._codec.copy(self._data)
 
     def __getitem__(self, key: str) -> Any:
         return self._data[key]
@@ -77,7 +78,8 @@ class Context:
             # silently drop every key and counter the stream holds
             head = self.stream.latest
             state, token_usage = (head.values, head.token_usage) if head is not None else (None, None)
-        self.state = ContextState(copy_value(dict(state or {})))
+        codec = self.stream.core.codec  # copies exactly as this store saves and restores (its types, allow_nan)
+        self.state = ContextState(codec.copy(dict(state or {})), codec)
         self._usage: dict[str, int | float] = dict(check_usage(token_usage) or {})
 
     @property

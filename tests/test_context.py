@@ -77,3 +77,14 @@ def test_a_context_on_a_stream_with_history_goes_on_from_its_head(store: eventck
     assert store.stream("t").get(2).token_usage == {"input_tokens": 10}
     fresh = Context("t", store, state={})
     assert dict(fresh.state) == {} and fresh.token_usage == {}
+
+
+def test_a_context_copies_through_its_stores_codec(store_target: str) -> None:
+    """On a store opened with allow_nan=True, a Context holding a NaN resumes and restores."""
+    with eventckpt.open(store_target, allow_nan=True) as store:
+        ctx = Context("eval", store)
+        ctx.state.set("score", float("nan"))
+        cp = ctx.snapshot()
+        for again in (Context("eval", store), Context.restore(cp, store)):
+            score = again.state["score"]
+            assert score != score and again.state.to_dict().keys() == {"score"}
