@@ -67,6 +67,9 @@ class Context:
 
     def __init__(self, task: str | CheckpointStore, store: Store | None = None, *,
                  state: Mapping[str, Any] | None = None, token_usage: Mapping[str, int | float] | None = None) -> None:
+        if store is not None and not isinstance(store, Store):
+            # a path is an easy mistake (every other entry point takes one): say so, not AttributeError
+            raise InvalidArgumentError("store", store, "must be a Store (eventckpt.open(path)), not a path")
         if isinstance(task, CheckpointStore):
             if store is not None and store is not task.store:
                 raise InvalidArgumentError("store", store, "the stream already belongs to another store")

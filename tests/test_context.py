@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import eventckpt
@@ -88,3 +90,11 @@ def test_a_context_copies_through_its_stores_codec(store_target: str) -> None:
         for again in (Context("eval", store), Context.restore(cp, store)):
             score = again.state["score"]
             assert score != score and again.state.to_dict().keys() == {"score"}
+
+
+def test_a_path_given_as_the_store_is_an_invalid_argument(tmp_path: Path) -> None:
+    """Context(task_id, "agent.db") raises InvalidArgumentError (not AttributeError) and creates nothing."""
+    for store in ("agent.db", tmp_path / "agent.db"):
+        with pytest.raises(eventckpt.InvalidArgumentError, match="store"):
+            Context("task-1", store)  # type: ignore[arg-type]
+    assert not (tmp_path / "agent.db").exists()
