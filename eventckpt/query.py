@@ -14,7 +14,8 @@ from .checkpoint import Checkpoint, parse_time
 from .codec import Codec, quiet_gc
 from .diffing import MISSING, descend, value_at
 from .errors import InvalidArgumentError, VersionNotFoundError
-from .journal import HistoryRow, Journal, LogRow, MetaFilter, Segment, StreamKey, StreamRow
+from .errors import PathError
+from .journal import HistoryRow, Journal, LogRow, MetaFilter, MetaTerm, Segment, StreamKey, StreamRow
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE, apply, same
 from .paths import Path, addressable, from_text, normalize, to_text
 
@@ -64,8 +65,45 @@ def meta_filters(codec: Codec, metadata: Any) -> list[MetaFilter]:
                 "metadata", metadata, f"key {key!r}: filter keys are str without '$' first, quotes, backslashes or control characters"
             )
         indexed = (key, value) if type(value) is str or (type(value) is int and value in _INT64) else None
-        out.append(MetaFilter(key, to_text((key,)), codec.encode_text(value), indexed))
+        encoded = codec.encode_text(value)
+        out.append(MetaFilter(key, to_text((key,)), encoded, indexed, _shape_terms(key, encoded)))
     return out
+
+
+def _reorderable(value: Any) -> bool:
+    """Whether `value` (decoded JSON) holds an object of two keys or more: its stored text may list the
+    keys in another order."""
+    if type(value) is dict:
+        return len(value) > 1 or any(_reorderable(v) for v in value.values())
+    return type(value) is list and any(_reorderable(v) for v in value)
+
+
+def _shape_terms(key: str, encoded: str) -> tuple[MetaTerm, ...]:
+    """A filter value holding objects, taken apart into terms the SQL checks one by one (each object's
+    size, each leaf's JSON text), so the stored key order does not matter; () when the text compare is
+    exact already, or when a nested key cannot be addressed by a JSON path (then the text is compared)."""
+    value = orjson.loads(encoded)
+    if not _reorderable(value):
+        return ()
+    terms: list[MetaTerm] = []
+
+    def walk(parts: tuple[str | int, ...], v: Any) -> None:
+        if not _reorderable(v):  # leaves are compared as text, as a whole filter value is (1 and 1.0 differ)
+            terms.append(MetaTerm(to_text(parts), parts, "value", json=orjson.dumps(v).decode()))
+        elif type(v) is dict:
+            terms.append(MetaTerm(to_text(parts), parts, "object", size=len(v)))
+            for k, item in v.items():
+                walk(parts + (k,), item)
+        else:
+            terms.append(MetaTerm(to_text(parts), parts, "array", size=len(v)))
+            for i, item in enumerate(v):
+                walk(parts + (i,), item)
+
+    try:
+        walk((key,), value)
+    except PathError:
+        return ()
+    return tuple(terms)
 
 
 def log(core: Core, task_id: str, limit: int | None = None, *, before: int | None = None, name: str | None = None,

@@ -132,3 +132,23 @@ def test_bad_arguments(store: eventckpt.Store, store_target: str, kwargs: dict) 
     with pytest.raises(eventckpt.EventCkptError):
         store.stream("task").log(**kwargs)
     assert journal_rows(store_target) == before
+
+
+def test_a_dict_metadata_filter_ignores_key_order(store: eventckpt.Store) -> None:
+    """log and search match a dict metadata value whatever its stored key order, still telling 1 from 1.0."""
+    task = store.stream("run")
+    task.save({"s": 1}, metadata={"config": {"temp": 0, "model": "x"}, "node": "a"})
+    task.save({"s": 2}, metadata={"config": {"model": "x", "temp": 0}, "node": "a"})
+    task.save({"s": 3}, metadata={"config": {"model": "x", "temp": 0.0}, "node": "a"})
+    task.save({"s": 4}, metadata={"config": {"model": "x", "temp": 0, "top_p": 1}, "node": "a"})
+    task.save({"s": 5}, metadata={"config": [{"b": [1, {"d": 2, "c": 3}], "a": None}], "node": "b"})
+    task.save({"s": 6}, metadata={"config": "model", "node": "a"})
+    wanted = {"config": {"model": "x", "temp": 0}}
+    assert [cp.version for cp in task.log(metadata=wanted)] == [2, 1]
+    assert [cp.version for cp in task.log(metadata={**wanted, "node": "a"})] == [2, 1]
+    assert [cp.version for cp in store.search(metadata=wanted)] == [2, 1]
+    nested = {"config": [{"a": None, "b": [1, {"c": 3, "d": 2}]}]}
+    assert [cp.version for cp in task.log(metadata=nested)] == [5]
+    assert task.log(metadata={"config": [{"a": None, "b": [{"c": 3, "d": 2}, 1]}]}) == []
+    task.save({"s": 7}, metadata={"models": {"gpt-4.1": {"t": 1}, "o 3": 2}})
+    assert [cp.version for cp in store.search(metadata={"models": {"o 3": 2, "gpt-4.1": {"t": 1}}})] == [7]

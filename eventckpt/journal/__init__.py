@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 from .contract import Backend, Journal
-from .rows import (CheckpointIdTaken, Commit, EventRow, HistoryRewritten, HistoryRow, LangGraphRow, LogRow, MetaFilter,
+from .rows import (CheckpointIdTaken, Commit, EventRow, HistoryRewritten, HistoryRow, LangGraphRow, LogRow, MetaFilter, MetaTerm,
                    Segment, StreamKey, StreamRef, StreamRow, SummaryRow, VersionRow, VersionTaken, clip,
                    segments_for)
 from .sqlite import APPLICATION_ID, DURABILITY, SCHEMA_VERSION, schema_files
@@ -54,6 +54,6 @@ def connect(target: Any, *, durability: str = "normal", timeout: float = 30.0, r
 
 __all__ = [
     "APPLICATION_ID", "DURABILITY", "SCHEMA_VERSION", "Backend", "CheckpointIdTaken", "Commit", "EventRow",
-    "HistoryRewritten", "HistoryRow", "Journal", "LangGraphRow", "LogRow", "MetaFilter", "Segment", "StreamKey", "StreamRef",
+    "HistoryRewritten", "HistoryRow", "Journal", "LangGraphRow", "LogRow", "MetaFilter", "MetaTerm", "Segment", "StreamKey", "StreamRef",
     "StreamRow", "SummaryRow", "VersionRow", "VersionTaken", "clip", "connect", "connect_sqlite", "is_postgres", "schema_files", "segments_for",
 ]

@@ -129,14 +129,31 @@ class SummaryRow(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class MetaTerm:
+    """One test of a metadata filter's value taken apart: the metadata at `parts` (`path`, its SQLite
+    JSON path) is an object of `size` keys (kind "object"), an array of `size` items ("array"), or
+    equals the JSON text `json` ("value")."""
+
+    path: str
+    parts: tuple[str | int, ...]
+    kind: str
+    size: int = 0
+    json: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class MetaFilter:
     """metadata[key] == value: `key` the top-level key, `path` its JSON path, `json` the value's JSON
-    text, `indexed` the (key, value) to look up in metadata_index when the value is a str or an int."""
+    text, `indexed` the (key, value) to look up in metadata_index when the value is a str or an int.
+    `terms`, when not empty, replace the comparison of the whole JSON text: the value holds an object
+    of several keys, whose stored key order must not matter (two dicts that differ only in key order
+    are equal everywhere else in eventckpt), so it is compared key by key."""
 
     key: str
     path: str
     json: str
     indexed: tuple[str, Any] | None
+    terms: tuple[MetaTerm, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,8 @@
 
 The same questions as the SQLite journal asks, in PostgreSQL's dialect: JSON paths are read with `#>`
 on the stored text cast to json (which keeps each value's own text), metadata values are compared as
-stored JSON text (so 1 and 1.0 stay apart, as on SQLite), and caller strings only ever travel as bound
-parameters.
+stored JSON text (so 1 and 1.0 stay apart, as on SQLite; an object of several keys key by key, so their
+order does not matter), and caller strings only ever travel as bound parameters.
 """
 
 from __future__ import annotations
@@ -68,8 +68,23 @@ def _version_source(name: str | None, auto: bool | None, meta: Sequence[MetaFilt
         where.append("v.auto = %(auto)s")
         args["auto"] = int(auto)
     for i, m in enumerate(meta):  # the indexed value too: jsonb holds \ufffe and a NUL alike (json_safe)
-        where.append(f"(eventckpt.json_safe(v.metadata)::json -> %(mk{i})s)::text = eventckpt.json_safe(%(mv{i})s)")
-        args[f"mk{i}"], args[f"mv{i}"] = m.key, m.json
+        if not m.terms:
+            where.append(f"(eventckpt.json_safe(v.metadata)::json -> %(mk{i})s)::text = eventckpt.json_safe(%(mv{i})s)")
+            args[f"mk{i}"], args[f"mv{i}"] = m.key, m.json
+            continue
+        # An object of several keys: compared key by key, whatever the stored key order (jsonb would ignore
+        # the order too, but it also equates 1 and 1.0). CASE, because json_object_keys fails on a non-object.
+        for j, term in enumerate(m.terms):
+            at, p = f"(eventckpt.json_safe(v.metadata)::json #> %(mp{i}_{j})s)", f"mp{i}_{j}"
+            args[p] = [str(part) for part in term.parts]
+            if term.kind == "object":
+                where.append(f"CASE WHEN json_typeof({at}) = 'object' THEN (SELECT count(*) FROM json_object_keys({at}))"
+                             f" = %(mn{i}_{j})s ELSE false END")
+            elif term.kind == "array":
+                where.append(f"CASE WHEN json_typeof({at}) = 'array' THEN json_array_length({at}) = %(mn{i}_{j})s ELSE false END")
+            else:
+                where.append(f"{at}::text = eventckpt.json_safe(%(mn{i}_{j})s)")
+            args[f"mn{i}_{j}"] = term.json if term.kind == "value" else term.size
     return source, where, args
 
 

@@ -88,7 +88,18 @@ def _version_source(name: str | None, auto: bool | None, meta: Sequence[MetaFilt
         where.append("v.auto = ?")
         args.append(int(auto))
     for m in meta:
-        if m is not driver:
+        if m.terms:  # an object of several keys: compared key by key, whatever the stored key order
+            for term in m.terms:
+                if term.kind == "object":
+                    where.append("json_type(v.metadata, ?) = 'object' AND (SELECT count(*) FROM json_each(v.metadata, ?)) = ?")
+                    args += [term.path, term.path, term.size]
+                elif term.kind == "array":
+                    where.append("json_type(v.metadata, ?) = 'array' AND json_array_length(v.metadata, ?) = ?")
+                    args += [term.path, term.path, term.size]
+                else:
+                    where.append("v.metadata -> ? = json(?)")
+                    args += [term.path, term.json]
+        elif m is not driver:
             where.append("v.metadata -> ? = json(?)")
             args += [m.path, m.json]
     return source, where, args, alias
