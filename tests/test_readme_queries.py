@@ -93,3 +93,17 @@ def test_there_are_enough_examples() -> None:
     assert len(examples) >= 6
     for view in ("checkpoints", "changes", "path_history", "stream_heads"):
         assert any(f"FROM {view}" in command for command, _ in examples), view
+
+
+def test_the_path_range_example_leaves_out_sibling_keys(tmp_path: Path) -> None:
+    """README's sqlite3 query for a path and everything below it returns no sibling key ($.plan2, $.planB)."""
+    import eventckpt
+
+    (command,) = [c for c, _ in sqlite_examples() if "'$.plan" in c]
+    with eventckpt.open(str(tmp_path / "agent.db")) as store:
+        demo = store.stream("demo-retry")
+        demo.save({"plan": ["search flights"], "plan2": "fallback", "planB": {"x": 1}, "plan-b": 0})
+        demo.save({"plan": {"steps": ["search trains"]}, "plan2": "other", "planB": {"x": 2}, "plan-b": 1})
+    result = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["demo-retry|1|set|$.plan", "demo-retry|2|set|$.plan"]
