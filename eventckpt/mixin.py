@@ -164,26 +164,9 @@ class Checkpointable:
                 raise InvalidArgumentError("_checkpoint_fields", name, "field names are identifiers (not __class__/__version__)")
         return names
 
-    def _checkpoint_state(self, _path: tuple[str, ...] = (), _active: frozenset[int] = frozenset()) -> dict[str, Any]:
-        """The state dict holding the object's own values (no copy: the store encodes what it saves).
-        `_path` and `_active` (the ids of the Checkpointables being captured above this one) find a
-        reference cycle, which would otherwise recurse until RecursionError."""
-        active = _active | {id(self)}
-        state: dict[str, Any] = {}
-        for name in self._field_names():
-            try:
-                value = getattr(self, name)
-            except AttributeError:
-                raise InvalidArgumentError("field", name, f"{type(self).__name__} has no attribute {name!r} to capture") from None
-            if isinstance(value, Checkpointable):
-                if id(value) in active:
-                    raise SerializationError(_path + (name,), "a reference cycle: this Checkpointable contains itself",
-                                             type(value).__name__)
-                value = value._checkpoint_state(_path + (name,), active)
-            state[name] = value
-        state[CLASS_KEY] = self._checkpoint_name()
-        state[VERSION_KEY] = self._checkpoint_version()
-        return state
+    def _checkpoint_state(self) -> dict[str, Any]:
+        """The state dict holding the object's own values (no copy: the store encodes what it saves)."""
+        return _state_of(self, (), frozenset())
 
     def state_dict(self) -> dict[str, Any]:
         """The object's state as a new dict, independent of the object (a deep copy)."""
@@ -255,6 +238,28 @@ class Checkpointable:
         twin = self._checkpoint_new()
         twin._load_owned(copy_value(self._checkpoint_state()), None)
         return twin
+
+
+def _state_of(obj: Checkpointable, path: tuple[str, ...], active: frozenset[int]) -> dict[str, Any]:
+    """`obj`'s state dict, nested Checkpointables as theirs. `path` leads to `obj` and `active` holds the
+    ids of the Checkpointables being captured around it: a reference cycle (a tool holding its agent)
+    is a SerializationError naming the path, not a recursion until RecursionError."""
+    active = active | {id(obj)}
+    state: dict[str, Any] = {}
+    for name in obj._field_names():
+        try:
+            value = getattr(obj, name)
+        except AttributeError:
+            raise InvalidArgumentError("field", name, f"{type(obj).__name__} has no attribute {name!r} to capture") from None
+        if isinstance(value, Checkpointable):
+            if id(value) in active:
+                raise SerializationError(path + (name,), "a reference cycle: this Checkpointable contains itself",
+                                         type(value).__name__)
+            value = _state_of(value, path + (name,), active)
+        state[name] = value
+    state[CLASS_KEY] = obj._checkpoint_name()
+    state[VERSION_KEY] = obj._checkpoint_version()
+    return state
 
 
 def _slot_names(cls: type) -> list[str]:
