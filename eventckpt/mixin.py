@@ -176,16 +176,17 @@ class Checkpointable:
 
     def load_state_dict(self, state: Mapping[str, Any], *, migrations: Migrations | None = None) -> None:
         """Set the object's fields from `state` (migrated first when its version is older). All or
-        nothing: on any error the object and its nested Checkpointables are unchanged. Exact: a public
-        attribute `state` lacks is removed (unless `_checkpoint_fields()` pins the fields)."""
+        nothing: on any error the object and its nested Checkpointables are unchanged. A public attribute
+        `state` lacks is kept (a class that gained one since the save keeps its default)."""
         if not isinstance(state, Mapping):
             raise InvalidArgumentError("state", state, "a state dict is a mapping")
         self._load_owned(copy_value(dict(state)), migrations)
 
-    def _load_owned(self, state: dict[str, Any], migrations: Migrations | None) -> None:
-        """Load a state the caller owns (a fresh restore): no defensive copy."""
+    def _load_owned(self, state: dict[str, Any], migrations: Migrations | None, exact: bool = False) -> None:
+        """Load a state the caller owns (a fresh restore): no defensive copy. `exact`: also remove the
+        public attributes the state lacks (a rollback to a save this very object made)."""
         assignments: list[tuple[Checkpointable, str, Any]] = []
-        self._plan_load(state, migrations or default_migrations, assignments, ())
+        self._plan_load(state, migrations or default_migrations, assignments, (), exact)
         for obj, name, value in assignments:
             if value is _ABSENT:
                 delattr(obj, name)
@@ -193,7 +194,7 @@ class Checkpointable:
                 setattr(obj, name, value)
 
     def _plan_load(self, state: dict[str, Any], migrations: Migrations, out: list[tuple[Checkpointable, str, Any]],
-                   where: tuple[str, ...]) -> None:
+                   where: tuple[str, ...], exact: bool = False) -> None:
         name = self._checkpoint_name()
         stored_name = state.get(CLASS_KEY, name)
         if stored_name != name:
@@ -219,16 +220,17 @@ class Checkpointable:
             elif isinstance(current, Checkpointable):
                 if not isinstance(value, dict):
                     raise InvalidArgumentError("state", _where(where + (key,)), f"holds {type(value).__name__}, not the state of a nested {type(current).__name__}")
-                current._plan_load(value, migrations, out, where + (key,))
+                current._plan_load(value, migrations, out, where + (key,), exact)
             elif _is_nested_state(value):
                 raise InvalidArgumentError(
                     "state", _where(where + (key,)),
                     f"holds the state of a {value[CLASS_KEY]!r} but the object has no Checkpointable there to load it into")
             else:
                 out.append((self, key, value))
-        if pinned is None:
-            # An exact restore: a public attribute the state lacks was created after the save (say by the
-            # block a rollback undoes) and would otherwise survive into the next save.
+        if exact and pinned is None:
+            # A rollback to the save made as its block began: a public attribute the state lacks was
+            # created by the block and would otherwise survive into the next save. (Not for any other
+            # load: a class that gained an attribute since an older save keeps its default.)
             for key in self._field_names():
                 if key not in state:
                     out.append((self, key, _ABSENT))
@@ -304,12 +306,13 @@ def check_restorable(obj: Any) -> None:
         raise InvalidArgumentError("obj", obj, "only a Checkpointable or a mutable mapping can be restored in place")
 
 
-def restore(obj: Any, state: dict[str, Any], migrations: Migrations | None = None) -> None:
+def restore(obj: Any, state: dict[str, Any], migrations: Migrations | None = None, *, exact: bool = False) -> None:
     """Put `state` (owned by the caller, e.g. a fresh restore) into `obj` in place: a Checkpointable
-    loads it; a mutable mapping is cleared and updated."""
+    loads it (`exact`: and loses the public attributes the state lacks); a mutable mapping is cleared and
+    updated."""
     check_restorable(obj)
     if isinstance(obj, Checkpointable):
-        obj._load_owned(state, migrations)
+        obj._load_owned(state, migrations, exact)
     else:
         obj.clear()
         obj.update(state)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import ops
 from .errors import RollbackError
-from .mixin import Migrations, check_restorable
+from .mixin import Migrations, check_restorable, restore
 from .states import state_dict
 from .tracked import TrackedState
 
@@ -45,7 +45,8 @@ def rollback_on_error(stream: CheckpointStore, obj: Any, *, name: str | None = N
             if tracked and obj.version == version == stream.version:
                 obj.refresh()  # the block's edits were never saved: drop them, and nothing is written
             else:
-                stream.load_into(obj, version, migrations=migrations)
+                # exact: the object was saved as the block began, so what the save lacks the block made
+                restore(obj, stream.state(version), migrations, exact=True)
         except Exception as failure:
             raise RollbackError(stream.task_id, version, exc, failure) from failure
         raise
