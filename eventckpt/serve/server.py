@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..journal import is_postgres
 from ..store import Store
 from ..store import open as open_store
 from .app import HEADERS, Viewer
@@ -89,7 +88,7 @@ def _hostname(header: str) -> str:
 def shown_target(path: str, store: Store) -> str:
     """How pages and messages name the store: the path as given, or a PostgreSQL URL without its password
     (the store's own description: pages may be served beyond this machine)."""
-    return store.path if is_postgres(path) else path
+    return store.path if store.core.backend.kind == "postgresql" else path
 
 
 @contextmanager
