@@ -226,8 +226,9 @@ class Store:
 
     def export(self, task_id: str, *, forks: bool = False) -> Iterator[bytes]:
         """The stream's whole lineage as JSON Lines (one line per stream and per version; see
-        eventckpt.transfer), with `forks=True` also every fork below it. Read in one snapshot: the
-        iterator holds a read transaction (and this thread's session) until it is exhausted or closed."""
+        eventckpt.transfer), with `forks=True` also every fork below it. Read a batch of versions at a time,
+        holding nothing between batches; StoreBusyError when another process prunes or deletes an exported
+        stream meanwhile (export it again)."""
         return transfer.export(self, task_id, forks=forks)
 
     def import_lines(self, lines: Iterable[bytes | str], *, progress: Callable[[int], None] | None = None) -> list[str]:

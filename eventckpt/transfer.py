@@ -34,6 +34,7 @@ transaction of the target, with the LangGraph saver's threads and pending writes
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,7 @@ from .checks import check_new_name, check_usage
 from .codec import StoredCodec
 from .commit import commit
 from .core import Core
-from .errors import CorruptStoreError, InvalidArgumentError, StreamExistsError
+from .errors import CorruptStoreError, InvalidArgumentError, StoreBusyError, StreamExistsError
 from .integrity import ROOT, version_checksum
 from .journal import Journal, Segment, StreamRow
 from .ops import DELETE, EXTEND, INCR, OPS, TRUNCATE
@@ -56,12 +57,15 @@ if TYPE_CHECKING:
 FORMAT = 2
 _BATCH = 1000
 
+Reader = Callable[[], AbstractContextManager[Journal]]  # a journal to read one batch through
+
 
 def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes]:
-    """See Store.export. The whole export is read in one snapshot (one read transaction, held until the
-    lines are all produced or the generator is closed): batches read in transactions of their own mixed
-    versions from before and after a prune on another host, whose rechained checksums an import refuses.
-    Lines are produced in batches of versions, so memory stays bounded."""
+    """See Store.export. Lines are produced in batches of versions, so memory stays bounded, each batch
+    read in a read transaction of its own: the thread's session is never held across a `yield`, where a
+    save on the same thread would join it (and be rolled back with it) and other threads would wait. A
+    retention rewrite of an exported tree meanwhile (a prune on another host, whose rechained checksums
+    an import would refuse after versions read before it) stops the export with StoreBusyError."""
     core = store.core
     with core.session() as journal, journal.read():
         row, head = core.existing(journal, task_id)
@@ -70,21 +74,39 @@ def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes
             todo += [(r, journal.stream_and_head(r.name)[1], r) for r in core.subtree(journal, row)[1:]]
         todo.sort(key=lambda t: t[0].id)  # a parent before its forks
         removed = {r.id: journal.removed_head(r) or None for r, _, _ in todo}
-        yield from _lines(core, journal, todo, removed)
+        generations = [(r, journal.generation(r)) for r, _, _ in todo]
+
+    @contextmanager
+    def batch() -> Iterator[Journal]:
+        with core.session() as journal, journal.read():
+            for r, generation in generations:
+                found = journal.stream(r.name)
+                if found is None or found.id != r.id:
+                    raise StoreBusyError(f"{task_id}: {r.name!r} was deleted while it was exported (by another process)",
+                                         code="deleted")
+                if journal.rewritten_since(r, generation):
+                    raise StoreBusyError(f"{task_id}: retention rewrote the history of {r.name!r} while it was exported"
+                                         " (a prune by another process); export it again", code="rewritten")
+            yield journal
+
+    yield from _lines(core, batch, todo, removed)
 
 
-def _lines(core: Core, journal: Journal, todo: list[tuple[StreamRow, int, StreamRow | None]],
+def _lines(core: Core, reader: Reader, todo: list[tuple[StreamRow, int, StreamRow | None]],
            removed: dict[int, int | None]) -> Iterator[bytes]:
     """The export of `todo`: (stream, its head, itself when it is exported as a fork, else None), parents
-    first; `removed` maps a stream's id to its removed head (None: none). Read through `journal`, inside
-    the caller's read transaction (one snapshot for all of it)."""
+    first; `removed` maps a stream's id to its removed head (None: none). Each batch of versions is read
+    through the journal `reader()` gives: a read transaction of its own (export), or the one a copy holds
+    around all of it (one snapshot)."""
     yield orjson.dumps({"eventckpt": "export", "format": FORMAT}) + b"\n"
     counts = {"versions": 0, "events": 0}
     for stream, upto, fork in todo:
-        yield orjson.dumps({"stream": stream.name, "parent": _parent_name(core, journal, fork),
+        with reader() as journal:
+            parent = _parent_name(core, journal, fork)
+        yield orjson.dumps({"stream": stream.name, "parent": parent,
                             "fork_version": fork and fork.fork_version,
                             "created_at": stream.created_at, "removed_head": removed[stream.id]}) + b"\n"
-        yield from _versions(core, journal, stream, upto, (fork.fork_version or 0) if fork else 0, counts)
+        yield from _versions(core, reader, stream, upto, (fork.fork_version or 0) if fork else 0, counts)
     yield orjson.dumps({"eventckpt": "end", "streams": len(todo), **counts}) + b"\n"
 
 
@@ -94,25 +116,27 @@ def _parent_name(core: Core, journal: Journal, fork: StreamRow | None) -> str | 
     return core.lineage(journal, fork)[-2].name
 
 
-def _versions(core: Core, journal: Journal, row: StreamRow, upto: int, after: int,
+def _versions(core: Core, reader: Reader, row: StreamRow, upto: int, after: int,
               counts: dict[str, int]) -> Iterator[bytes]:
-    check = _Check(core, journal, row, after)
+    with reader() as journal:
+        check = _Check(core, journal, row, after)
     for lo in range(after + 1, upto + 1, _BATCH):
         hi = min(upto, lo + _BATCH - 1)
-        segments = [s for s in (Segment(s.tree_id, s.stream_id, max(s.lo, lo), s.hi)
-                                for s in core.segments(journal, row, hi)) if s.lo <= s.hi]
-        vrows = journal.version_rows(segments)
-        events: dict[int, list[Any]] = {}
-        raw: dict[int, list[tuple[str, str, str | None]]] = {}
-        for version, _, op, path, value in journal.tail(segments, lo - 1):
-            events.setdefault(version, []).append([op, path, orjson.Fragment(value) if value is not None else None])
-            raw.setdefault(version, []).append((op, path, value))
-        ids = {v: journal.checkpoint_id_of(s, v) for s in segments for v in range(s.lo, s.hi + 1)}
-        calls: dict[int, list[Any]] = {}
-        for version, call_id, name, arguments, result, error, undoes in journal.tool_calls(segments, lo - 1):
-            calls.setdefault(version, []).append([call_id, name, orjson.Fragment(arguments),
-                                                  orjson.Fragment(result) if result is not None else None,
-                                                  error, undoes])
+        with reader() as journal:
+            segments = [s for s in (Segment(s.tree_id, s.stream_id, max(s.lo, lo), s.hi)
+                                    for s in core.segments(journal, row, hi)) if s.lo <= s.hi]
+            vrows = journal.version_rows(segments)
+            events: dict[int, list[Any]] = {}
+            raw: dict[int, list[tuple[str, str, str | None]]] = {}
+            for version, _, op, path, value in journal.tail(segments, lo - 1):
+                events.setdefault(version, []).append([op, path, orjson.Fragment(value) if value is not None else None])
+                raw.setdefault(version, []).append((op, path, value))
+            ids = {v: journal.checkpoint_id_of(s, v) for s in segments for v in range(s.lo, s.hi + 1)}
+            calls: dict[int, list[Any]] = {}
+            for version, call_id, name, arguments, result, error, undoes in journal.tool_calls(segments, lo - 1):
+                calls.setdefault(version, []).append([call_id, name, orjson.Fragment(arguments),
+                                                      orjson.Fragment(result) if result is not None else None,
+                                                      error, undoes])
         lines = [check(v, raw.get(v.version, []), orjson.dumps({
             "stream": row.name, "version": v.version, "created_at": v.created_at, "name": v.name, "auto": bool(v.auto),
             "metadata": orjson.Fragment(v.metadata) if v.metadata else None,
@@ -131,7 +155,7 @@ class _Check:
     is, so a damaged value would make a line import refuses). A CorruptStoreError names the version."""
 
     def __init__(self, core: Core, journal: Journal, row: StreamRow, after: int) -> None:
-        """Read through `journal`, inside the export's read transaction (the snapshot it exports)."""
+        """Read through `journal`, inside a read transaction of the export."""
         self.prev = ROOT  # the checksum the next version chains from: the last one kept at or before `after`
         chain = core.lineage(journal, row)
         self.names = {r.id: r.name for r in chain}
@@ -402,5 +426,5 @@ def _copy(source: Store, read: Journal, target: Store, progress: Callable[[int, 
             journal.langgraph_set_moved(row, version, checkpoint_id)
 
     todo = [(r, heads[r.id], r if r.parent_id is not None else None) for r in rows]
-    copied = _import_batch(target, counted(_lines(source.core, read, todo, removed)), None, threads)
+    copied = _import_batch(target, counted(_lines(source.core, lambda: nullcontext(read), todo, removed)), None, threads)
     return Copied(tuple(copied), done - len(rows) - 2)

@@ -364,22 +364,37 @@ def test_export_refuses_a_damaged_version(named: dict[str, str], case: str) -> N
         assert dst.streams() == []
 
 
-def test_an_export_taken_while_another_host_prunes_is_one_snapshot(store_target: str, tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """An export that another store prunes mid-way holds the versions from before the prune and imports."""
+def test_an_export_that_another_host_prunes_midway_stops(store_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export whose tree another store prunes between its batches stops with StoreBusyError (naming the
+    rewrite), instead of mixing versions from before and after the prune into lines an import refuses."""
     monkeypatch.setattr(eventckpt.transfer, "_BATCH", 10)  # several batches of versions
     with eventckpt.open(store_target) as store, eventckpt.open(store_target) as other:
         task = store.stream("agent")
         for i in range(1, 31):
             task.save({"step": i, "log": list(range(i % 4))})
-        lines = []
-        for n, line in enumerate(store.export("agent"), 1):
-            lines.append(line)
-            if n == 5:  # between the export's batches, the other store prunes
-                assert other.stream("agent").prune(keep_last=3).removed
+        lines = store.export("agent")
+        for _ in range(5):
+            next(lines)
+        assert other.stream("agent").prune(keep_last=3).removed  # between the export's batches
+        with pytest.raises(eventckpt.StoreBusyError, match="rewrote the history of 'agent' while it was exported"):
+            list(lines)
         assert task.list_versions() == [28, 29, 30]
-    with eventckpt.open(tmp_path / "restored.db") as restored:
-        restored.import_lines(lines)
-        assert restored.stream("agent").list_versions() == list(range(1, 31))
-        assert restored.stream("agent").state(12) == {"step": 12, "log": [0, 1, 2, 3][:12 % 4]}
+
+
+def test_a_save_on_the_exporting_thread_is_kept(store_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save made on the same thread while an export's lines are being read is committed and kept: the
+    export holds no transaction between its batches for the save to join and be rolled back with."""
+    monkeypatch.setattr(eventckpt.transfer, "_BATCH", 2)
+    with eventckpt.open(store_target) as store:
+        task = store.stream("agent")
+        for i in range(1, 7):
+            task.save({"step": i})
+        lines = store.export("agent")
+        first = [next(lines) for _ in range(3)]
+        assert task.save({"step": 7}).version == 7
+        exported = first + list(lines)
+        assert orjson.loads(exported[-1])["versions"] == 6  # the export is of the head it started at
+    with eventckpt.open(store_target, readonly=True) as store:
+        assert store.stream("agent").version == 7 and store.stream("agent").state() == {"step": 7}
+
 

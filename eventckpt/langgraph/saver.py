@@ -375,7 +375,8 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                 stream = self.store.stream(fork_of).fork(at=expected).task_id
                 stream_id = self._stream_id(stream)
             try:
-                with self.store.core.batch() if move or plan.references else contextlib.nullcontext():
+                batched = bool(move or plan.references)
+                with self.store.core.batch() if batched else contextlib.nullcontext():
                     if move:
                         self._move(thread_id, ns, stream, checkpoint_id)
                     cp = self.store.stream(stream).update(
@@ -395,9 +396,12 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                 if isinstance(exc, DuplicateCheckpointIdError) and not move:
                     move = True
                     continue
-                if isinstance(exc, StoreUnavailableError) and exc.committed is False and not redone:
-                    redone = True  # the connection dropped in the batch, which the server rolled back: redo
-                    continue       # it once (on a new connection; with the server still away it fails again)
+                if isinstance(exc, StoreUnavailableError) and exc.committed is False and not redone and batched:
+                    # The connection dropped in the batch, which the server rolled back, and a commit inside
+                    # a batch cannot redo itself: redo the batch once, on a new connection. (Outside a batch
+                    # the commit already redid itself for the store's timeout.)
+                    redone = True
+                    continue
                 if isinstance(exc, SerializationError) and plan.unchecked and not planner.strict:
                     planner.strict = True  # a channel stopped being plain JSON: check everything
                     continue
