@@ -122,8 +122,9 @@ def register_migration(class_name: str, from_version: Version, fn: Migration, *,
 
 def copy_value(value: Any) -> Any:
     """An independent deep copy through a fresh codec: exactly what a save and a restore would give,
-    and never pickle (copy.deepcopy runs the pickle protocol)."""
-    return Codec().copy(value)
+    and never pickle (copy.deepcopy runs the pickle protocol). NaN is copied: a copy is not storage,
+    and whether a NaN may be saved is the store's to say (allow_nan) when it is saved."""
+    return Codec(allow_nan=True).copy(value)
 
 
 class Checkpointable:

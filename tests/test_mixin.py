@@ -367,3 +367,18 @@ def test_a_cycle_of_checkpointables_is_a_serialization_error(store: eventckpt.St
             call()
         assert caught.value.path == ("search", "agent")
     assert store.stream("a").version == 0
+
+
+class Measured(Checkpointable):
+    def __init__(self) -> None:
+        self.loss = float("nan")
+        self.steps = [1, 2]
+
+
+def test_state_dict_and_clone_copy_a_nan() -> None:
+    """state_dict() and clone() copy a NaN (a copy is not storage: a store opened with allow_nan=True saves
+    it, any other refuses it when it is saved)."""
+    import math
+
+    agent = Measured()
+    assert math.isnan(agent.state_dict()["loss"]) and math.isnan(agent.clone().loss)
