@@ -117,6 +117,12 @@ def _open(path: str, *, create: bool = False, write: bool = False) -> Iterator[e
         yield store
 
 
+def _shown(path: str, store: eventckpt.Store) -> str:
+    """How output names the store: the path as given, or a PostgreSQL URL without its password (as errors
+    name it)."""
+    return store.path if is_postgres(path) else path
+
+
 class _Progress:
     """A click progress bar on stderr, created when the total is first known; nothing when stderr is not
     a terminal (scripts get their output, and errors stay one line)."""
@@ -592,7 +598,7 @@ def upgrade(path: str, as_json: bool) -> None:
     """
     with _open(path, write=True) as store, store.core.session() as journal:  # a writable open upgrades
         version = journal.schema_version()
-        shown = store.path if is_postgres(path) else path  # a URL without its password
+        shown = _shown(path, store)
     if as_json:
         emit_json({"store": shown, "schema_version": version})
     else:
@@ -615,7 +621,7 @@ def demo(path: str, steps: int) -> None:
     Example: eventckpt demo agent.db
     """
     with _open(path, create=True) as store:
-        shown = store.path if is_postgres(path) else path  # a URL without its password, as errors show it
+        shown = _shown(path, store)
         name = _demo_name(store)
         task = store.stream(name)
         task.save({"messages": [{"role": "user", "content": "Find the cheapest flight to Lisbon."}],

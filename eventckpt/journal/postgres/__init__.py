@@ -32,7 +32,7 @@ from .langgraph import LangGraphTables
 from .queries import Queries
 from .tables import Tables
 
-__all__ = ["SCHEMA_VERSION", "PostgresBackend", "PostgresJournal", "connect", "is_target", "schema_files"]
+__all__ = ["SCHEMA_VERSION", "PostgresBackend", "PostgresJournal", "connect", "schema_files"]
 
 # psycopg and its pool log what they retry or ignore (each failed connection attempt, a rollback that could
 # not run) as warnings; a program that set up no logging got them on stderr through logging's last resort,
@@ -45,13 +45,6 @@ class PostgresJournal(Tables, LangGraphTables, Queries, CallerSQL, Journal):
     """SQL access to one eventckpt store on PostgreSQL over one connection."""
 
     kind = "postgresql"
-
-
-def is_target(target: Any) -> bool:
-    """Whether `target` names a PostgreSQL store: a postgresql:// URL, a psycopg connection or a pool."""
-    if isinstance(target, str):
-        return target[:13].lower().startswith(("postgresql://", "postgres://"))  # schemes are case-insensitive
-    return isinstance(target, (psycopg.Connection, ConnectionPool))
 
 
 def describe(target: Any) -> str:

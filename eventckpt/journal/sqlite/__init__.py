@@ -132,6 +132,3 @@ def connect(
         if isinstance(exc, apsw.Error):
             raise translate(exc, f"opening {path}") from None
         raise
-    except BaseException:
-        conn.close()
-        raise
