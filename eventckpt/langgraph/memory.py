@@ -57,7 +57,7 @@ class Memory:
         for name, channel in channels.items():
             value = values.get(name)
             if channel.length is not None and type(value) is list and len(value) == channel.length:
-                channels[name] = Channel(channel.encoding, channel.length, value, len(value), True)
+                channels[name] = Channel(channel.encoding, channel.length, value, True)
         thread.channels = channels
 
     def forget(self) -> None:

@@ -60,14 +60,13 @@ _MISSING: Any = object()
 @dataclass(slots=True)
 class Channel:
     """How a stored checkpoint holds one channel: its encoding, its length when it is a list, and the
-    list or plain dict object the put that stored it was given with its size then (None when not known),
-    or the list get_tuple handed out for it (`handed_out`). A Channel is never changed: replaced whole,
+    list the put that stored it was given, or a copy of the plain dict it was given (None when not
+    known), or the list get_tuple handed out for it (`handed_out`). A Channel is never changed: replaced whole,
     so a put reading it on another thread sees its fields agree."""
 
     encoding: list[str] | None
     length: int | None
     given: list[Any] | dict[str, Any] | None = None
-    size: int = 0
     handed_out: bool = False
 
 
@@ -200,8 +199,7 @@ class Put:
         else:
             # a copy: a node may set a key of the dict LangGraph passed in place (see _merge)
             given = dict(value) if type(value) is dict and encoded.encoding is None else None
-        plan.channels[name] = Channel(encoded.encoding, len(encoded.stored) if listed else None, given,
-                                      len(given) if given is not None else 0)
+        plan.channels[name] = Channel(encoded.encoding, len(encoded.stored) if listed else None, given)
         plan.blobs[name] = (SET, encoded)
 
     def _encoded_value(self, name: str, value: Any) -> Encoded:
@@ -231,7 +229,7 @@ class Put:
         plan.appends[key] = (length, items)
         if prev.encoding is not None:
             plan.keep.add(SERDE + key)
-        plan.channels[name] = Channel(prev.encoding, length + len(items), value, len(value))
+        plan.channels[name] = Channel(prev.encoding, length + len(items), value)
         plan.blobs[name] = (EXTEND, body, len(items))
         return True
 
@@ -241,7 +239,7 @@ class Put:
         others' objects). The head cache gets the stored dict with these edits, not `value`: a value a
         node changed in place inside the dict is not stored, so it must not be read back either."""
         given = prev.given
-        if self.strict or type(value) is not dict or type(given) is not dict or value is given or len(given) != prev.size:
+        if self.strict or type(value) is not dict or type(given) is not dict:  # given: the copy a put kept
             return False
         changed = [k for k, v in value.items() if given.get(k, _MISSING) is not v]
         removed = [k for k in given if k not in value]
@@ -257,7 +255,7 @@ class Put:
         plan.unchecked.add(key)  # the store checks that the new values are plain JSON
         # A shallow copy (O(keys)) as `given`: the dict LangGraph passed may be the one a node of the next
         # step sets a key of in place; compared with itself that key would look unchanged and be lost.
-        plan.channels[name] = Channel(None, None, dict(value), len(value))
+        plan.channels[name] = Channel(None, None, dict(value))
         plan.blobs[name] = (MERGE, {**{k: value[k] for k in changed}, **dict.fromkeys(removed, _MISSING)})
         return True
 
