@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import eventckpt
+from eventckpt.journal.sqlite import APPLICATION_ID
 
 
 def run_child(code: str, *args: str) -> str:
@@ -137,6 +138,31 @@ def test_two_processes_incrementing_end_dense(db_path: Path) -> None:
         task = store.stream("t")
         assert task.state() == {"n": 180}
         assert task.list_versions() == list(range(1, 182))
+
+
+def test_open_waits_for_a_writer_holding_a_store_not_yet_in_wal(tmp_path: Path) -> None:
+    """Opening waits (up to the timeout) for another process that holds the write lock of a store still in
+    rollback mode, as a second opener of a new store does: SQLite refuses the switch to WAL at once then,
+    without waiting, and the open failed with StoreBusyError when a few processes created one store."""
+    path = tmp_path / "new.db"
+    code = """
+        import sys, time, apsw
+        conn = apsw.Connection(sys.argv[1])
+        conn.execute(f"PRAGMA application_id = {int(sys.argv[2])}")  # what an opener writes first
+        conn.execute("BEGIN IMMEDIATE")
+        print("holding", flush=True)
+        time.sleep(0.5)
+        conn.execute("COMMIT")
+        """
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(path), str(APPLICATION_ID)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+    with eventckpt.open(path, timeout=30) as store:
+        store.stream("t").save({"n": 1})
+    assert holder.wait(timeout=60) == 0
+    with eventckpt.open(path) as store:
+        assert store.stream("t").state() == {"n": 1}
+        assert store.sql("PRAGMA journal_mode")[1] == [("wal",)]
 
 
 def test_threads_share_one_store(db_path: Path) -> None:

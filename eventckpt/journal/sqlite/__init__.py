@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from contextlib import AbstractContextManager
 from functools import partial
 
@@ -76,6 +77,24 @@ def configure(conn: apsw.Connection, durability: str = "normal") -> None:
     conn.execute("PRAGMA temp_store = MEMORY")
 
 
+def enter_wal(conn: apsw.Connection, timeout: float) -> None:
+    """Put the file in WAL mode, waiting up to `timeout` for other connections. Leaving rollback mode
+    needs the file to itself, and SQLite answers SQLITE_BUSY at once, without calling the busy handler,
+    while another connection reads it: so several processes or threads opening one new store at the same
+    moment would fail. The first to succeed makes the mode stick in the file, so the wait is short."""
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchall()
+            return
+        except apsw.BusyError:
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+
 def connect(
     path: str, *, durability: str = "normal", timeout: float = 30.0, readonly: bool = False, vfs: str | None = None,
     create: bool = True,
@@ -117,7 +136,7 @@ def connect(
             if fresh:
                 conn.execute("PRAGMA auto_vacuum = INCREMENTAL")  # must precede WAL and the first table
             if not memory:
-                conn.execute("PRAGMA journal_mode = WAL").fetchall()
+                enter_wal(conn, timeout)
         configure(conn, durability)
         journal = SqliteJournal(conn, path)
         if tidy:

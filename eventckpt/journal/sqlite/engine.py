@@ -63,6 +63,9 @@ def undecodable(exc: UnicodeDecodeError, where: str, sql: str) -> errors.Corrupt
 
 def identity(conn: apsw.Connection, path: str) -> tuple[int, int, bool]:
     """(application_id, user_version, fresh) of the file; refuses foreign and newer files."""
+    # The size is taken before the read: taken after, another opener's first commit could land in between,
+    # and a new store would look like a file SQLite reads as empty although it has bytes (a foreign file).
+    size = os.path.getsize(path) if path != ":memory:" and os.path.isfile(path) else 0
     try:
         # One statement, one read snapshot: read apart, another process's migration could commit between
         # the reads, and a half-seen store (no application_id yet, tables already) would look foreign.
@@ -79,10 +82,9 @@ def identity(conn: apsw.Connection, path: str) -> tuple[int, int, bool]:
     if user_version > SCHEMA_VERSION:
         raise errors.NewerSchemaError(path, user_version, SCHEMA_VERSION)
     fresh = objects == 0 and app_id == 0
-    if fresh and path != ":memory:" and os.path.isfile(path) and os.path.getsize(path) > 0:
+    if fresh and size > 0 and pages == 0:
         # SQLite reads a 1-byte file as an empty database: it is someone's data, not a fresh store
-        if pages == 0:
-            raise errors.ForeignFileError(path, "not a SQLite database (or an encrypted one)")
+        raise errors.ForeignFileError(path, "not a SQLite database (or an encrypted one)")
     return app_id, user_version, fresh
 
 
