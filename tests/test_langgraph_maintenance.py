@@ -263,6 +263,27 @@ def test_prune_keep_latest_refuses_a_thread_with_a_delta_channel(saver: EventCkp
     assert len(list(saver.list({"configurable": {"thread_id": "p"}}))) == 1
 
 
+def test_delete_for_runs_refuses_to_cut_a_delta_channel_lineage(saver: EventCkptSaver) -> None:
+    """delete_for_runs of an earlier run of a DeltaChannel thread is NotImplementedError and deletes nothing
+    (later values are rebuilt from its writes); deleting the newest run is done, and leaves the rest exact."""
+    app = looping(Deltas, lambda s: {"items": [s["step"]], "step": s["step"] + 1}, lambda s: s["step"] >= 3).compile(
+        checkpointer=saver)
+    config = {"configurable": {"thread_id": "d"}}
+    app.invoke({"items": [], "step": 0}, {**config, "metadata": {"run_id": "run-1"}})
+    first = {c.config["configurable"]["checkpoint_id"]: c.values for c in app.get_state_history(config)}
+    app.invoke({"step": 3}, {**config, "metadata": {"run_id": "run-2"}})
+    plain = put(saver, "p", None, "r1", 0)
+    put(saver, "p", plain, "r2", 1)
+    before = ([c.values for c in app.get_state_history(config)], view(saver, "p"))
+    assert before[0][0] == {"items": [0, 1, 2, 3], "step": 4}
+    with pytest.raises(NotImplementedError, match="later ones build on, in threads that use a DeltaChannel: d$"):
+        saver.delete_for_runs(["r1", "run-1"])
+    assert ([c.values for c in app.get_state_history(config)], view(saver, "p")) == before
+    saver.delete_for_runs(["run-2"])
+    assert {c.config["configurable"]["checkpoint_id"]: c.values for c in app.get_state_history(config)} == first
+    assert app.get_state(config).values == {"items": [0, 1, 2], "step": 3}
+
+
 def test_a_str_for_a_sequence_of_ids_is_a_type_error(saver: EventCkptSaver) -> None:
     """prune, delete_for_runs and get_delta_channel_history refuse a str of ids (TypeError), not taking its letters."""
     for thread in ("a", "b", "ab"):

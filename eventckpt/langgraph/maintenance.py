@@ -75,12 +75,13 @@ def prune(saver: EventCkptSaver, thread_ids: list[str], strategy: str) -> None:
     with saver.store.core.session() as journal:
         found = [t for t in thread_ids if _uses_delta(saver, journal.langgraph_checkpoints(thread_id=t))]
     if found:
-        raise _delta_refused(found)
+        raise _delta_refused("keep_latest can't prune", found)
     for thread_id in thread_ids:
         with saver.store.core.session() as journal:
             namespaces = [ns for ns, _ in journal.langgraph_trees(thread_id)]
         for ns in namespaces:
-            _keep_only(saver, thread_id, ns, lambda rows: {rows[0].checkpoint_id}, refuse_delta=True)  # newest first
+            _keep_only(saver, thread_id, ns, lambda rows: {rows[0].checkpoint_id},  # newest first
+                       refuse_delta="keep_latest can't prune")
 
 
 # The metadata keys LangGraph gives a checkpoint whose DeltaChannel needs older checkpoints' writes (what
@@ -97,9 +98,24 @@ def _uses_delta(saver: EventCkptSaver, rows: list[LangGraphRow]) -> bool:
     return False
 
 
-def _delta_refused(thread_ids: list[str]) -> NotImplementedError:
-    names = ", ".join(sorted(thread_ids))
-    return NotImplementedError(f"keep_latest can't prune threads that use a DeltaChannel: {names}")
+def _cuts_a_lineage(rows: list[LangGraphRow], kept: set[str]) -> bool:
+    """Whether a kept checkpoint has an ancestor that goes (whose writes a DeltaChannel replays)."""
+    parents = {r.checkpoint_id: r.parent_id for r in rows}
+    for cid in kept:
+        parent = parents.get(cid)
+        while parent is not None and parent in parents:
+            if parent not in kept:
+                return True
+            parent = parents[parent]
+    return False
+
+
+def _delta_refused(what: str, thread_ids: list[str]) -> NotImplementedError:
+    names = ", ".join(sorted(set(thread_ids)))
+    return NotImplementedError(f"{what} threads that use a DeltaChannel: {names}")
+
+
+_RUNS_REFUSED = "delete_for_runs can't delete checkpoints that later ones build on, in"
 
 
 def delete_checkpoints(saver: EventCkptSaver, run_ids: list[str]) -> None:
@@ -110,22 +126,35 @@ def delete_checkpoints(saver: EventCkptSaver, run_ids: list[str]) -> None:
     doomed: dict[tuple[str, str], set[str]] = {}
     for thread_id, ns, checkpoint_id in hits:
         doomed.setdefault((thread_id, ns), set()).add(checkpoint_id)
+    # A DeltaChannel's value at a kept checkpoint is rebuilt from its ancestors' writes: deleting an
+    # ancestor would silently shorten it (LangGraph's own savers do so). Refused, deleting nothing, unless
+    # no kept checkpoint descends from a deleted one (the runs deleted are the newest of their lineage).
+    broken = []
+    with saver.store.core.session() as journal:
+        for (thread_id, ns), ids in doomed.items():
+            rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns)
+            if _uses_delta(saver, rows) and _cuts_a_lineage(rows, {r.checkpoint_id for r in rows} - ids):
+                broken.append(thread_id)
+    if broken:
+        raise _delta_refused(_RUNS_REFUSED, broken)
     for (thread_id, ns), ids in doomed.items():
-        _keep_only(saver, thread_id, ns, lambda rows, ids=ids: {r.checkpoint_id for r in rows} - ids)
+        _keep_only(saver, thread_id, ns, lambda rows, ids=ids: {r.checkpoint_id for r in rows} - ids,
+                   refuse_delta=_RUNS_REFUSED)
 
 
-def _keep_only(saver: EventCkptSaver, thread_id: str, ns: str, choose: Any, refuse_delta: bool = False) -> None:
-    """Keep only the checkpoints `choose(rows)` names in a namespace (rows: newest first); `refuse_delta`:
-    refuse a namespace that uses a DeltaChannel."""
+def _keep_only(saver: EventCkptSaver, thread_id: str, ns: str, choose: Any, refuse_delta: str) -> None:
+    """Keep only the checkpoints `choose(rows)` names in a namespace (rows: newest first); a namespace that
+    uses a DeltaChannel is refused (`refuse_delta` says what was refused) if a kept checkpoint would lose
+    an ancestor (checked again here: another writer may have added checkpoints since the caller looked)."""
     store = saver.store
     with store.core.session() as journal:
         tree = journal.langgraph_tree(thread_id, ns)
         rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns) if tree else []
     if tree is None:
         return
-    if refuse_delta and _uses_delta(saver, rows):
-        raise _delta_refused([thread_id])
     kept = choose(rows) if rows else set()
+    if _uses_delta(saver, rows) and _cuts_a_lineage(rows, kept):
+        raise _delta_refused(refuse_delta, [thread_id])
     if len(kept) == len(rows):
         return
     root = tree[0]

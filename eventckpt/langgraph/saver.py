@@ -512,7 +512,10 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata names one of `run_ids`. Later
-        checkpoints of the same threads keep their states; their parent becomes the nearest one kept."""
+        checkpoints of the same threads keep their states; their parent becomes the nearest one kept.
+        Raises NotImplementedError, deleting nothing, when a thread uses a DeltaChannel and a kept
+        checkpoint descends from a deleted one: its value is rebuilt from its ancestors' writes, and
+        LangGraph's own savers silently lose part of it then. Deleting a thread's newest runs is allowed."""
         _not_a_str(run_ids, "run_ids must be a sequence of run IDs, not a str")
         self._forget()
         maintenance.delete_checkpoints(self, [str(r) for r in run_ids])
