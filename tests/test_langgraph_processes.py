@@ -145,3 +145,64 @@ def test_four_processes_continuing_one_checkpoint_on_postgresql_all_land(pg_targ
             f"p{i}-{r}" for i in range(4) for r in range(8))
         assert {t.parent_config["configurable"]["checkpoint_id"] for t in children} == {root["id"]}
         assert all(t.checkpoint["channel_values"]["msgs"][:-1] == ["root"] for t in children)
+
+
+def test_copy_thread_while_another_process_runs_it_copies_whole_checkpoints(pg_target: str) -> None:
+    """copy_thread of a thread another process is putting checkpoints into (PostgreSQL, many hosts) copies
+    a consistent cut: every copied checkpoint has the state, parent and writes the source has for it."""
+    EventCkptSaver(pg_target).close()
+    runner = start(pg_target, "src", 120, 0, "run")  # type: ignore[arg-type]
+    copies = []
+    with EventCkptSaver(pg_target) as saver:
+        while runner.poll() is None:
+            if saver.get_tuple({"configurable": {"thread_id": "src"}}) is not None:
+                copies.append(f"copy-{len(copies)}")
+                saver.copy_thread("src", copies[-1])
+        finish([runner])
+        source = {t.checkpoint["id"]: t for t in saver.list({"configurable": {"thread_id": "src"}})}
+        assert len(copies) > 3 and len(source) == 122
+        for name in copies:
+            copied = list(saver.list({"configurable": {"thread_id": name}}))
+            assert copied, name
+            for t in copied:
+                s = source[t.checkpoint["id"]]
+                assert (t.checkpoint, t.metadata, t.parent_config["configurable"]["checkpoint_id"] if t.parent_config
+                        else None) == (s.checkpoint, s.metadata, s.parent_config["configurable"]["checkpoint_id"]
+                                       if s.parent_config else None), name
+        assert saver.store.verify().ok
+
+
+COPIER = """
+import sys, time
+from eventckpt.errors import InvalidArgumentError
+from eventckpt.langgraph import EventCkptSaver
+
+url, rounds, start_at = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+with EventCkptSaver(url, timeout=60) as saver:
+    for r in range(rounds):
+        while time.time() < start_at + r * 0.3:
+            time.sleep(0.0005)
+        try:
+            saver.copy_thread("src", f"dst-{r}")
+            print("copied", flush=True)
+        except InvalidArgumentError:
+            print("refused", flush=True)
+"""
+
+
+def test_two_processes_copying_to_one_new_thread_one_wins(pg_target: str) -> None:
+    """Two processes copy a thread to the same new thread at the same moment, round after round: one copy
+    lands, the other is refused (the target already has checkpoints), and no stream of the loser is left."""
+    finish([start(pg_target, "src", 20, 0, "run")])  # type: ignore[arg-type]
+    at = str(time.time() + 3.0)
+    procs = [subprocess.Popen([sys.executable, "-c", COPIER, pg_target, "6", at], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = finish(procs)
+    results = list(zip(*(out.split() for out in outs)))
+    assert sorted(map(sorted, results)) == [["copied", "refused"]] * 6
+    with EventCkptSaver(pg_target) as saver:
+        source = [(t.checkpoint, t.metadata, t.pending_writes) for t in saver.list({"configurable": {"thread_id": "src"}})]
+        for r in range(6):
+            assert [(t.checkpoint, t.metadata, t.pending_writes)
+                    for t in saver.list({"configurable": {"thread_id": f"dst-{r}"}})] == source
+        assert len(saver.store.streams()) == 7

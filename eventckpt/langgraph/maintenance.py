@@ -45,7 +45,7 @@ def delete_threads(saver: EventCkptSaver, thread_ids: Iterable[str]) -> None:
 
 def copy_thread(saver: EventCkptSaver, source: str, target: str) -> None:
     with saver.store.core.session() as journal, journal.write():
-        trees = journal.langgraph_trees(source)
+        trees = _locked_trees(journal, source)
         if trees and journal.langgraph_trees(target):
             raise InvalidArgumentError("target_thread_id", target, "already has checkpoints")
         for ns, root in trees:
@@ -59,8 +59,26 @@ def copy_thread(saver: EventCkptSaver, source: str, target: str) -> None:
                 )
                 copies[row.id] = copy
                 journal.copy_stream_rows(row, copy)
-            journal.langgraph_set_tree(target, ns, copies[root.id].id)
+            if not journal.langgraph_set_tree(target, ns, copies[root.id].id):  # a copy to it committed first
+                raise InvalidArgumentError("target_thread_id", target, "already has checkpoints")
             journal.langgraph_copy_writes(source, target, ns)
+
+
+def _locked_trees(journal: Journal, thread_id: str) -> list[tuple[str, StreamRow]]:
+    """The thread's trees, each locked as retention locks one (PostgreSQL: its writers and rewrites wait
+    until the transaction ends; SQLite's write lock does so already). Without the lock, the copy's
+    statements each see their own moment: a checkpoint committed between them was copied in part (its
+    id without its version, a foreign-key error). Read again once locked: a prune may have swapped a
+    namespace to a new tree meanwhile."""
+    locked: set[int] = set()
+    while True:
+        trees = journal.langgraph_trees(thread_id)
+        todo = sorted({root.tree_id for _, root in trees} - locked)  # one order, so two copies queue
+        if not todo:
+            return trees
+        for tree_id in todo:
+            journal.lock_tree(tree_id)
+        locked.update(todo)
 
 
 def prune(saver: EventCkptSaver, thread_ids: list[str], strategy: str) -> None:
