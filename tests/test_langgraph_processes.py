@@ -1,4 +1,5 @@
-"""Several processes on one store: graphs running at once, two runs racing on one thread, and (on
+"""Several processes on one store: graphs running at once, two runs racing on one thread, copies and prunes
+racing a running thread, and (on
 PostgreSQL) four processes putting children of one checkpoint at the same moment."""
 
 from __future__ import annotations
@@ -9,14 +10,19 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
+from eventckpt.errors import ConflictError
+from eventckpt.journal.postgres import PostgresJournal
 from eventckpt.langgraph import EventCkptSaver
 
 CHILD = """
 import operator, sys, time
 from typing import Annotated, TypedDict
 from langgraph.graph import END, START, StateGraph
+from eventckpt.errors import ConflictError
+from eventckpt.journal.postgres import PostgresJournal
 from eventckpt.langgraph import EventCkptSaver
 
 path, thread, steps, start_at, tag = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
@@ -108,6 +114,8 @@ def test_two_processes_racing_on_one_thread_fork_instead_of_clobbering(tmp_path:
 PUTTER = """
 import copy, sys, time
 from langgraph.checkpoint.base.id import uuid6
+from eventckpt.errors import ConflictError
+from eventckpt.journal.postgres import PostgresJournal
 from eventckpt.langgraph import EventCkptSaver
 
 url, rounds, start_at, tag, parent = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
@@ -175,6 +183,8 @@ def test_copy_thread_while_another_process_runs_it_copies_whole_checkpoints(pg_t
 COPIER = """
 import sys, time
 from eventckpt.errors import InvalidArgumentError
+from eventckpt.errors import ConflictError
+from eventckpt.journal.postgres import PostgresJournal
 from eventckpt.langgraph import EventCkptSaver
 
 url, rounds, start_at = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
@@ -206,3 +216,81 @@ def test_two_processes_copying_to_one_new_thread_one_wins(pg_target: str) -> Non
             assert [(t.checkpoint, t.metadata, t.pending_writes)
                     for t in saver.list({"configurable": {"thread_id": f"dst-{r}"}})] == source
         assert len(saver.store.streams()) == 7
+
+
+def test_prune_while_another_process_runs_the_thread_loses_no_checkpoint(pg_target: str) -> None:
+    """prune("keep_latest") over and over while another process runs the thread (PostgreSQL): each prune
+    either lands or is refused (ConflictError), and no checkpoint the run put after a prune is lost."""
+    EventCkptSaver(pg_target).close()
+    runner = start(pg_target, "t", 120, 0, "run")  # type: ignore[arg-type]
+    pruned = 0
+    with EventCkptSaver(pg_target) as saver:
+        while runner.poll() is None:
+            if saver.get_tuple({"configurable": {"thread_id": "t"}}) is not None:
+                try:
+                    saver.prune(["t"], strategy="keep_latest")
+                    pruned += 1
+                except ConflictError:
+                    pass
+        assert finish([runner]) == ["120 120"]
+        newest = saver.get_tuple({"configurable": {"thread_id": "t"}})
+        assert newest.checkpoint["channel_values"]["step"] == 120
+        assert [m["n"] for m in newest.checkpoint["channel_values"]["messages"]] == list(range(1, 121))
+        for t in saver.list({"configurable": {"thread_id": "t"}}):  # a lost checkpoint leaves a child without it
+            assert t.parent_config is None or saver.get_tuple(t.parent_config) is not None
+        assert pruned > 3 and saver.store.verify().ok
+
+
+# Waits for a line on stdin, then puts one child of the thread's newest checkpoint and says what happened.
+LATE_PUTTER = """
+import copy, sys
+from langgraph.checkpoint.base.id import uuid6
+from eventckpt.journal.postgres import PostgresJournal
+from eventckpt.langgraph import EventCkptSaver
+
+with EventCkptSaver(sys.argv[1], timeout=60) as saver:
+    newest = saver.get_tuple({"configurable": {"thread_id": "t"}})
+    print("ready", flush=True)
+    sys.stdin.readline()
+    cp = copy.deepcopy(newest.checkpoint)
+    cp["id"] = str(uuid6())
+    cp["channel_values"] = {**cp["channel_values"], "step": 99}
+    try:
+        stored = saver.put(newest.config, cp, {"source": "loop", "step": 99}, {})
+        print("put", stored["configurable"]["checkpoint_id"], flush=True)
+    except Exception as exc:
+        print("refused", type(exc).__name__, flush=True)
+"""
+
+
+def test_a_put_committing_while_prune_swaps_is_not_lost(pg_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A put another process commits just after prune("keep_latest") checked that the thread did not
+    change (PostgreSQL) is not lost with the old tree: either prune sees it, or the put waits and lands
+    after the prune, or it is refused; a put that returned a config can be read back."""
+    finish([start(pg_target, "t", 5, 0, "run")])  # type: ignore[arg-type]
+    putter = subprocess.Popen([sys.executable, "-c", LATE_PUTTER, pg_target], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert putter.stdout is not None and putter.stdin is not None
+    assert putter.stdout.readline() == "ready\n"
+    fingerprint = PostgresJournal.tree_fingerprint
+
+    def then_put(journal: PostgresJournal, tree_id: int) -> tuple[int, str | None]:
+        seen = fingerprint(journal, tree_id)
+        monkeypatch.undo()  # once
+        putter.stdin.write("go\n")  # the put goes now, between the check and the swap
+        putter.stdin.flush()
+        time.sleep(1.0)  # time for it to commit, unless it waits for a lock this transaction holds
+        return seen
+
+    monkeypatch.setattr(PostgresJournal, "tree_fingerprint", then_put)
+    with EventCkptSaver(pg_target) as saver:
+        try:
+            saver.prune(["t"], strategy="keep_latest")
+        except ConflictError:
+            pass
+        said, err = putter.communicate(timeout=120)
+        assert putter.returncode == 0, err
+        if said.startswith("put "):
+            put_id = said.split()[1]
+            assert saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_id": put_id}}) is not None
+        assert saver.store.verify().ok

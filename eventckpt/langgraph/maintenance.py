@@ -37,7 +37,7 @@ def delete_threads(saver: EventCkptSaver, thread_ids: Iterable[str]) -> None:
     with store.core.session() as journal:
         with journal.write():
             for thread_id in thread_ids:
-                for ns, root in journal.langgraph_trees(thread_id):
+                for ns, root in _locked_trees(journal, thread_id):
                     journal.langgraph_forget(thread_id, ns)
                     _drop_tree(journal, root)
         journal.reclaim()
@@ -183,6 +183,10 @@ def _keep_only(saver: EventCkptSaver, thread_id: str, ns: str, choose: Any, refu
     try:
         with store.core.session() as journal:
             with journal.write():
+                # Locked before the check (PostgreSQL): a put in flight is waited for and seen, and later
+                # ones wait for the swap. Checked before the lock, a put committing in between was lost
+                # with the old tree, though the saver had returned its config.
+                journal.lock_tree(root.tree_id)
                 if journal.tree_fingerprint(root.id) != seen:
                     raise ConflictError(f"{thread_id}/{ns}", seen[0], journal.tree_fingerprint(root.id)[0])
                 if new_root is None:
@@ -260,7 +264,9 @@ def _rebuild(saver: EventCkptSaver, thread_id: str, ns: str, rows: list[LangGrap
 
 
 def _drop_tree(journal: Journal, root: StreamRow) -> None:
-    """Delete a stream tree: every fork before the stream it forked from."""
+    """Delete a stream tree: every fork before the stream it forked from (locked first, PostgreSQL: a fork
+    created after the streams were read would be left behind, its parent deleted from under it)."""
+    journal.lock_tree(root.tree_id)
     for row in reversed(journal.tree_streams(root)):
         journal.delete_stream(row)
 
