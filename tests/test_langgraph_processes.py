@@ -1,6 +1,6 @@
-"""Several processes on one store: graphs running at once, two runs racing on one thread, copies and prunes
-racing a running thread, and (on
-PostgreSQL) four processes putting children of one checkpoint at the same moment."""
+"""Several processes on one store: graphs running at once, two runs racing on one thread, and (on
+PostgreSQL) four processes putting children of one checkpoint at the same moment, copies and prunes
+racing a running thread."""
 
 from __future__ import annotations
 
