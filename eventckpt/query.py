@@ -398,16 +398,21 @@ def _length_after(journal: Journal, codec: Codec, segments: list[Segment], path:
     none: the path's top-level key at the version before, with the events of the version up to `event`
     folded onto it. Costs what reading that key costs; only for events that shift or replace a list item
     on the way to the list (its new occupant's list is not in any event's value)."""
-    version, key = event[1], path[0]
-    base = value_at(journal, codec, segments, (key,), version - 1)
-    holder = {} if base is MISSING else {key: base}
-    for seq, (op, where, value) in enumerate(journal.events_of(StreamKey(segments[0].tree_id, event[0]), version)):
-        if seq > event[2]:
-            break
-        parts = from_text(where)
-        if parts[0] == key:
-            apply(holder, op, parts, None if value is None else codec.decode(value))
-    return _length(descend(holder.get(key, MISSING), path[1:]))
+    owner = StreamKey(segments[0].tree_id, event[0])
+    return _length(descend(_folded(journal, codec, segments, path[:1], owner, event[1], event[2] + 1), path[1:]))
+
+
+def _folded(journal: Journal, codec: Codec, segments: list[Segment], prefix: Path, owner: StreamKey, version: int,
+            upto: int) -> Any:
+    """The value at `prefix` after the first `upto` events of `version` (MISSING when absent): its value at
+    the version before, with those of the events at or below it folded on."""
+    base = value_at(journal, codec, segments, prefix, version - 1)
+    holder = {} if base is MISSING else {0: base}
+    for op, text, value in journal.events_of(owner, version)[:upto]:
+        where = from_text(text)
+        if where[:len(prefix)] == prefix:
+            apply(holder, op, (0, *where[len(prefix):]), None if value is None else codec.decode(value))
+    return holder.get(0, MISSING)
 
 
 def _is_item(path: str, depth: int) -> bool:
@@ -467,13 +472,7 @@ def value_before(journal: Journal, codec: Codec, segments: list[Segment], parts:
     if depth is None:
         return value_at(journal, codec, segments, parts, version - 1)
     depth = max(depth, 1)
-    base = value_at(journal, codec, segments, parts[:depth], version - 1)
-    holder = {} if base is MISSING else {0: base}
-    for op, text, value in journal.events_of(owner, version)[:seq]:
-        where = from_text(text)
-        if where[:depth] == parts[:depth]:
-            apply(holder, op, (0, *where[depth:]), None if value is None else codec.decode(value))
-    return descend(holder.get(0, MISSING), parts[depth:])
+    return descend(_folded(journal, codec, segments, parts[:depth], owner, version, seq), parts[depth:])
 
 
 def ancestor_value(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, where: Path, row: HistoryRow) -> Any:
