@@ -284,11 +284,7 @@ class Codec:
             return self._unregistered(v, depth)
         if isinstance(v, enum.Enum):
             self._remember(t)
-            try:
-                return {"$enum": [type_name(t), self._jsonable(v.value, depth)]}
-            except _Unencodable as exc:
-                exc.path.append("value")
-                raise
+            return self._tagged_enum(type_name(t), v.value, depth)
         if t is dt.datetime:
             return {"$datetime": stored_clock(v)}
         if t is dt.date:
@@ -309,14 +305,7 @@ class Codec:
             return {"$bytearray": base64.b64encode(v).decode()}
         if _is_object_type(t):
             self._remember(t)
-            fields = {}
-            for name in _field_names(t):
-                try:
-                    fields[name] = self._jsonable(getattr(v, name), depth)
-                except _Unencodable as exc:
-                    exc.path.append(name)
-                    raise
-            return {"$object": [type_name(t), fields]}
+            return self._tagged_object(type_name(t), ((name, getattr(v, name)) for name in _field_names(t)), depth)
         if isinstance(v, PlainData):  # a tracked state's dicts and lists: plain data to any other save
             return self._jsonable(dict(v) if isinstance(v, dict) else list(v), depth - 1)
         # Other subclasses of the builtin types (a namedtuple, OrderedDict, defaultdict, Counter, a str or
@@ -332,19 +321,25 @@ class Codec:
     def _unregistered(self, v: Unregistered, depth: int) -> Any:
         """The tagged form an Unregistered was decoded from (no class is remembered: there is none)."""
         if v.kind == "enum":
+            return self._tagged_enum(v.name, v.value, depth)
+        return self._tagged_object(v.name, v.value.items(), depth)
+
+    def _tagged_enum(self, name: str, value: Any, depth: int) -> Any:
+        try:
+            return {"$enum": [name, self._jsonable(value, depth)]}
+        except _Unencodable as exc:
+            exc.path.append("value")
+            raise
+
+    def _tagged_object(self, name: str, fields: Iterable[tuple[str, Any]], depth: int) -> Any:
+        out = {}
+        for field, item in fields:
             try:
-                return {"$enum": [v.name, self._jsonable(v.value, depth)]}
+                out[field] = self._jsonable(item, depth)
             except _Unencodable as exc:
-                exc.path.append("value")
+                exc.path.append(field)
                 raise
-        fields = {}
-        for name, item in v.value.items():
-            try:
-                fields[name] = self._jsonable(item, depth)
-            except _Unencodable as exc:
-                exc.path.append(name)
-                raise
-        return {"$object": [v.name, fields]}
+        return {"$object": [name, out]}
 
     def _remember(self, cls: type) -> None:
         name = type_name(cls)
