@@ -226,9 +226,10 @@ class Store:
 
     def export(self, task_id: str, *, forks: bool = False) -> Iterator[bytes]:
         """The stream's whole lineage as JSON Lines (one line per stream and per version; see
-        eventckpt.transfer), with `forks=True` also every fork below it. Read a batch of versions at a time,
-        holding nothing between batches; StoreBusyError when another process prunes or deletes an exported
-        stream meanwhile (export it again)."""
+        eventckpt.transfer), with `forks=True` also every fork below it. Read a batch of versions at a time.
+        On an SQLite file it reads one moment of the file, on a connection of its own; on PostgreSQL each
+        batch is a transaction of its own, and a prune or deletion of an exported stream by another process
+        meanwhile raises StoreBusyError (export it again). Saves on this store go on meanwhile."""
         return transfer.export(self, task_id, forks=forks)
 
     def import_lines(self, lines: Iterable[bytes | str], *, progress: Callable[[int], None] | None = None) -> list[str]:

@@ -45,7 +45,7 @@ from .checks import check_new_name, check_usage
 from .codec import StoredCodec
 from .commit import commit
 from .core import Core
-from .errors import CorruptStoreError, InvalidArgumentError, StoreBusyError, StreamExistsError
+from .errors import CorruptStoreError, InvalidArgumentError, StoreBusyError, StoreClosedError, StreamExistsError
 from .integrity import ROOT, version_checksum
 from .journal import Journal, Segment, StreamRow
 from .ops import DELETE, EXTEND, INCR, OPS, TRUNCATE
@@ -61,19 +61,31 @@ Reader = Callable[[], AbstractContextManager[Journal]]  # a journal to read one 
 
 
 def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes]:
-    """See Store.export. Lines are produced in batches of versions, so memory stays bounded, each batch
-    read in a read transaction of its own: the thread's session is never held across a `yield`, where a
-    save on the same thread would join it (and be rolled back with it) and other threads would wait. A
-    retention rewrite of an exported tree meanwhile (a prune on another host, whose rechained checksums
-    an import would refuse after versions read before it) stops the export with StoreBusyError."""
+    """See Store.export. Lines are produced in batches of versions, so memory stays bounded.
+
+    On an SQLite file every batch is read in one read transaction on a connection of the export's own
+    (Backend.own_snapshot), held to the end: one moment of the file, whatever is saved, pruned or deleted
+    meanwhile, and the store's own connection stays free (a save on the exporting thread between two
+    lines commits at once). Elsewhere each batch is read in a read transaction of its own: the thread's
+    session is never held across a `yield`, where a save on the same thread would join it (and be rolled
+    back with it) and other threads would wait. A retention rewrite of an exported tree meanwhile (a prune
+    on another host, whose rechained checksums an import would refuse after versions read before it), or
+    its deletion, then stops the export with StoreBusyError."""
     core = store.core
+    own = core.backend.own_snapshot()
+    if own is not None:
+        with own as journal:
+            todo, removed = _plan(core, journal, task_id, forks)
+
+            def held() -> AbstractContextManager[Journal]:
+                if core.closed:  # the export's connection is its own, but it ends with the store
+                    raise StoreClosedError()
+                return nullcontext(journal)
+
+            yield from _lines(core, held, todo, removed)
+        return
     with core.session() as journal, journal.read():
-        row, head = core.existing(journal, task_id)
-        todo = [(row, head, None)]
-        if forks:
-            todo += [(r, journal.stream_and_head(r.name)[1], r) for r in core.subtree(journal, row)[1:]]
-        todo.sort(key=lambda t: t[0].id)  # a parent before its forks
-        removed = {r.id: journal.removed_head(r) or None for r, _, _ in todo}
+        todo, removed = _plan(core, journal, task_id, forks)
         generations = [(r, journal.generation(r)) for r, _, _ in todo]
 
     @contextmanager
@@ -90,6 +102,18 @@ def export(store: Store, task_id: str, *, forks: bool = False) -> Iterator[bytes
             yield journal
 
     yield from _lines(core, batch, todo, removed)
+
+
+def _plan(core: Core, journal: Journal, task_id: str,
+          forks: bool) -> tuple[list[tuple[StreamRow, int, StreamRow | None]], dict[int, int | None]]:
+    """What an export writes: (stream, its head, itself when exported as a fork, else None), parents first,
+    and each stream's removed head (None: none)."""
+    row, head = core.existing(journal, task_id)
+    todo = [(row, head, None)]
+    if forks:
+        todo += [(r, journal.stream_and_head(r.name)[1], r) for r in core.subtree(journal, row)[1:]]
+    todo.sort(key=lambda t: t[0].id)  # a parent before its forks
+    return todo, {r.id: journal.removed_head(r) or None for r, _, _ in todo}
 
 
 def _lines(core: Core, reader: Reader, todo: list[tuple[StreamRow, int, StreamRow | None]],

@@ -364,11 +364,12 @@ def test_export_refuses_a_damaged_version(named: dict[str, str], case: str) -> N
         assert dst.streams() == []
 
 
-def test_an_export_that_another_host_prunes_midway_stops(store_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An export whose tree another store prunes between its batches stops with StoreBusyError (naming the
-    rewrite), instead of mixing versions from before and after the prune into lines an import refuses."""
+def test_an_export_that_another_host_prunes_midway_stops(pg_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On PostgreSQL, an export whose tree another store prunes between its batches stops with StoreBusyError
+    (naming the rewrite), instead of mixing versions from before and after the prune into lines an import
+    refuses."""
     monkeypatch.setattr(eventckpt.transfer, "_BATCH", 10)  # several batches of versions
-    with eventckpt.open(store_target) as store, eventckpt.open(store_target) as other:
+    with eventckpt.open(pg_target) as store, eventckpt.open(pg_target) as other:
         task = store.stream("agent")
         for i in range(1, 31):
             task.save({"step": i, "log": list(range(i % 4))})
@@ -379,6 +380,32 @@ def test_an_export_that_another_host_prunes_midway_stops(store_target: str, monk
         with pytest.raises(eventckpt.StoreBusyError, match="rewrote the history of 'agent' while it was exported"):
             list(lines)
         assert task.list_versions() == [28, 29, 30]
+
+
+def test_an_sqlite_export_reads_one_moment_whatever_others_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an SQLite file, an export reads the file as it was when it began, on a connection of its own: a
+    prune and a deletion by another connection between its batches, and a prune of another stream, change
+    nothing in its lines, which import into the versions as they were."""
+    monkeypatch.setattr(eventckpt.transfer, "_BATCH", 10)  # several batches of versions
+    path = tmp_path / "agent.db"
+    with eventckpt.open(path) as store, eventckpt.open(path) as other:
+        task = store.stream("agent")
+        for i in range(1, 31):
+            task.save({"step": i, "log": list(range(i % 4))})
+            store.stream("side").save({"i": i})
+        fork = task.fork(at=12, task_id="agent-fork")
+        fork.save({"step": "forked"})
+        before = {v: task.state(v) for v in range(1, 31)}
+        lines = store.export("agent", forks=True)
+        exported = [next(lines) for _ in range(5)]
+        assert other.stream("side").prune(keep_last=2).removed
+        assert other.stream("agent").prune(keep_last=3).removed
+        assert other.delete_stream("agent", forks=True)
+        exported += lines
+    with eventckpt.open(":memory:") as copy:
+        assert copy.import_lines(exported) == ["agent", "agent-fork"]
+        assert {v: copy.stream("agent").state(v) for v in range(1, 31)} == before
+        assert copy.stream("agent-fork").state() == {"step": "forked"}
 
 
 def test_a_save_on_the_exporting_thread_is_kept(store_target: str, monkeypatch: pytest.MonkeyPatch) -> None:

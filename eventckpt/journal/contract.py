@@ -543,6 +543,14 @@ class Backend(ABC):
     def close(self) -> None:
         """Close every connection (idempotent)."""
 
+    def own_snapshot(self) -> AbstractContextManager[Journal] | None:
+        """A journal on a connection of its own, inside one read transaction until the block ends, for a
+        long read (an export) that must see one moment without holding this store's sessions: a save on
+        the reading thread would join a transaction held on them, and other threads would wait. None when
+        the engine has no such connection to give (an SQLite ":memory:" store; PostgreSQL, whose pool is
+        for the store's calls): the reader then reads in short transactions of its own."""
+        return None
+
 
 class Session:
     """What Backend.session() returns. A class rather than a generator: every call of the API enters one,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 
 import apsw
@@ -38,11 +39,17 @@ class SqliteBackend(Backend):
 
     kind = "sqlite"
 
-    def __init__(self, journal: SqliteJournal) -> None:
+    def __init__(self, journal: SqliteJournal, timeout: float = 30.0, vfs: str | None = None) -> None:
         super().__init__()
         self.journal = journal
         self.target = journal.path
         self._lock = threading.RLock()
+        self._reopen = partial(connect, journal.path, timeout=timeout, readonly=True, vfs=vfs)
+
+    def own_snapshot(self) -> AbstractContextManager[Journal] | None:
+        if self.target == ":memory:":  # a second connection would open another, empty, database
+            return None
+        return _own_snapshot(self._reopen)
 
     def acquire(self) -> AbstractContextManager[Journal]:
         return _Turn(self._lock, self.journal)
@@ -50,6 +57,16 @@ class SqliteBackend(Backend):
     def close(self) -> None:
         with self._lock:
             self.journal.close()
+
+
+@contextmanager
+def _own_snapshot(reopen: Callable[[], SqliteBackend]) -> Iterator[Journal]:
+    backend = reopen()  # read-only: it cannot write, and leaves no -wal/-shm of its own behind
+    try:
+        with backend.journal.read():
+            yield backend.journal
+    finally:
+        backend.close()
 
 
 class _Turn:
@@ -143,7 +160,7 @@ def connect(
             journal.on_close = partial(remove_wal_files, path, vfs)
         if not readonly and user_version < SCHEMA_VERSION:
             journal.migrate()
-        return SqliteBackend(journal)
+        return SqliteBackend(journal, timeout, vfs)
     except BaseException as exc:  # a refused file is left as it was: closed, and no -wal/-shm of ours left
         conn.close()
         if tidy:
