@@ -14,8 +14,9 @@
   where kind is "db", "wal", "journal" or "other", count the number of such events so far and nbytes
   the size of a write; a hook may kill the process to stop it at an exact moment.
 
-One process, one connection per file: buffered writes are invisible to other processes (a real page
-cache would show them), so a power-loss test lets one writer process work on the file at a time.
+Within a process, every connection to a file sees its buffered writes (they share one `PageCache`, as
+connections share the OS's page cache); other processes do not (a real page cache would show them), so a
+power-loss test lets one writer process work on the file at a time.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ class FaultVFS(apsw.VFS):
         self.hook = hook
         self.written = 0
         self.counts: Counter[tuple[str, str]] = Counter()  # (event, kind) -> how many so far
-        self.files: list[FaultFile] = []
+        self.files: list[FaultFile] = []  # the open ones
+        self.caches: dict[str, PageCache] = {}  # file name -> what the process has of it, unsynced writes included
         super().__init__(name, "")
 
     def xOpen(self, name: Any, flags: list[int]) -> apsw.VFSFile:
@@ -77,6 +79,10 @@ class FaultVFS(apsw.VFS):
         self.files.append(file)
         return file
 
+    def xDelete(self, name: str, syncdir: bool) -> None:
+        self.caches.pop(name, None)  # a file made again under the name starts empty
+        super().xDelete(name, syncdir)
+
     def event(self, event: str, kind: str, nbytes: int = 0) -> None:
         self.counts[(event, kind)] += 1
         if self.hook is not None:
@@ -85,8 +91,20 @@ class FaultVFS(apsw.VFS):
     def power_cut(self, rng: random.Random, *, keep: float = 0.5) -> None:
         """Write a random part of every file's unsynced writes (each whole, torn at a sector, or not at
         all, in their order) and forget the rest. The caller then ends the process."""
+        cut: set[int] = set()
         for file in self.files:
-            file.power_cut(rng, keep)
+            if file.buffered and id(file.cache) not in cut:  # each file's writes once, whatever its handles
+                cut.add(id(file.cache))
+                file.power_cut(rng, keep)
+
+
+class PageCache:
+    """A file's bytes as the process sees them, and the writes and truncates not yet synced."""
+
+    def __init__(self, data: bytearray) -> None:
+        self.data = data
+        self.pending: list[tuple[int, bytes] | int] = []
+        self.handles = 0
 
 
 class FaultFile(apsw.VFSFile):
@@ -98,10 +116,22 @@ class FaultFile(apsw.VFSFile):
         self.kind = _kind(flags[0])
         self.buffered = vfs.power_loss and self.kind != "other"
         self.readonly = bool(flags[0] & apsw.SQLITE_OPEN_READONLY)
-        self.pending: list[tuple[int, bytes] | int] = []  # unsynced (offset, data) writes and truncates
         if self.buffered:
-            size = super().xFileSize()
-            self.data = bytearray(super().xRead(size, 0)) if size else bytearray()
+            key = name.filename() if isinstance(name, apsw.URIFilename) else str(name)
+            cache = vfs.caches.get(key)
+            if cache is None:
+                size = super().xFileSize()
+                cache = vfs.caches[key] = PageCache(bytearray(super().xRead(size, 0)) if size else bytearray())
+            cache.handles += 1
+            self.cache, self.key = cache, key
+
+    def xClose(self) -> None:
+        self.vfs.files.remove(self)
+        if self.buffered:
+            self.cache.handles -= 1
+            if not self.cache.handles and not self.cache.pending:  # all synced: the real file says it all
+                self.vfs.caches.pop(self.key, None)
+        super().xClose()
 
     def xLock(self, level: int) -> None:
         if self.readonly and level > apsw.SQLITE_LOCK_SHARED:
@@ -115,7 +145,7 @@ class FaultFile(apsw.VFSFile):
 
     def xRead(self, amount: int, offset: int) -> bytes:
         if self.buffered:
-            return bytes(self.data[offset : offset + amount])  # short reads are zero-filled by apsw
+            return bytes(self.cache.data[offset : offset + amount])  # short reads are zero-filled by apsw
         return super().xRead(amount, offset)
 
     def xWrite(self, data: bytes, offset: int) -> None:
@@ -127,27 +157,28 @@ class FaultFile(apsw.VFSFile):
         if not self.buffered:
             super().xWrite(data, offset)
             return
+        cache = self.cache
         end = offset + len(data)
-        if end > len(self.data):
-            self.data.extend(bytes(end - len(self.data)))
-        self.data[offset:end] = data
-        self.pending.append((offset, bytes(data)))
+        if end > len(cache.data):
+            cache.data.extend(bytes(end - len(cache.data)))
+        cache.data[offset:end] = data
+        cache.pending.append((offset, bytes(data)))
 
     def xTruncate(self, newsize: int) -> None:
         if not self.buffered:
             super().xTruncate(newsize)
             return
-        del self.data[newsize:]
-        self.pending.append(newsize)
+        del self.cache.data[newsize:]
+        self.cache.pending.append(newsize)
 
     def xFileSize(self) -> int:
-        return len(self.data) if self.buffered else super().xFileSize()
+        return len(self.cache.data) if self.buffered else super().xFileSize()
 
     def xSync(self, flags: int) -> None:
         self.vfs.event("sync", self.kind)
         if self.buffered:
-            self._flush(self.pending)
-            self.pending = []
+            self._flush(self.cache.pending)
+            self.cache.pending.clear()
         # no real fsync: a killed process loses nothing the OS already has, and these tests model the
         # disk as the real file
 
@@ -165,7 +196,7 @@ class FaultFile(apsw.VFSFile):
         if not self.buffered:
             return
         reached: list[tuple[int, bytes] | int] = []
-        for op in self.pending:
+        for op in self.cache.pending:
             roll = rng.random()
             if roll < keep:
                 reached.append(op)
@@ -175,4 +206,4 @@ class FaultFile(apsw.VFSFile):
                 if sectors > 1:  # torn: the first sectors reached the disk
                     reached.append((offset, data[: SECTOR * rng.randrange(1, sectors)]))
         self._flush(reached)
-        self.pending = []
+        self.cache.pending.clear()
