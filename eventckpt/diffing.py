@@ -440,7 +440,7 @@ def descend(value: Any, rest: Path) -> Any:
     for key in rest:
         if type(value) is dict and type(key) is str and key in value:
             value = value[key]
-        elif type(value) is list and type(key) is int and key < len(value):
+        elif type(value) is list and type(key) is int and -len(value) <= key < len(value):  # a caller's -1: the last
             value = value[key]
         else:
             return MISSING

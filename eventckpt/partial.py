@@ -54,6 +54,9 @@ def length(core: Core, task_id: str, path: Any, version: int | None) -> int | No
     parts = normalize(path)
     with core.session() as journal, journal.read():
         segments, version = _lineage(core, task_id, journal, version)
+        if any(type(key) is int and key < 0 for key in parts):  # counted from the end: read the value
+            found = _read(journal, core.codec, segments, parts, version, None, None)
+            return len(found) if type(found) is list else None
         return list_length(journal, core.codec, segments, parts, version)
 
 
@@ -88,8 +91,11 @@ def _read(journal: Journal, codec: Codec, segments: list[Segment], parts: Path, 
             return items
     elif len(parts) >= 2 and type(parts[1]) is int:  # inside an item of a top-level list
         items = _window(journal, codec, segments, parts[0], version, parts[1], parts[1] + 1)
-        if items is not None:
-            return descend(items[0], parts[2:]) if items else MISSING
+        if items is not None:  # a negative index gets the last -index items, fewer when the list is shorter
+            return descend(items[0], parts[2:]) if len(items) == max(-parts[1], 1) else MISSING
+    negative = next((i for i, key in enumerate(parts) if type(key) is int and key < 0), None)
+    if negative is not None:  # counted from the end, as in a transaction: read the list, then index it
+        return descend(_read(journal, codec, segments, parts[:negative], version, None, None), parts[negative:])
     found = value_at(journal, codec, segments, parts, version) if len(parts) > 1 else \
         key_at(journal, codec, segments, parts[0], version)
     if type(found) is list and len(parts) == 1 and (start is not None or stop is not None):

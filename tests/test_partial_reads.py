@@ -28,6 +28,7 @@ def _every_way(task: eventckpt.CheckpointStore, version: int) -> None:
                 assert task.value(key, version, start=-back) == value[-back:], (key, version, -back)
             for i in {0, n // 3, n - 1} if n else ():
                 assert task.value((key, i), version) == value[i]
+                assert task.value((key, i - n), version) == value[i - n]  # counted from the end
         else:
             assert task.length(key, version) is None
 
@@ -130,6 +131,23 @@ def test_windows_after_retention(tmp_path: Path) -> None:
     for version in task.list_versions()[::7] + [task.version]:
         _every_way(task, version)
     store.close()
+
+
+def test_negative_indices_count_from_the_end_or_name_nothing(store: eventckpt.Store) -> None:
+    """A negative list index in value() and length() counts from the end at any depth, as in a transaction,
+    whether the list was only appended to or not; one past the start is PathError (length: None), never
+    the first item or a bare IndexError."""
+    task = store.stream("t")
+    task.save({"messages": ["m0"], "turns": [[1, 2], [3]], "d": {"l": [[1], [2, 3]]}})
+    with task.transaction() as tx:
+        tx.append("messages", "m1")  # a list only appended to: read through its window
+    assert [task.value(("messages", i)) for i in (-1, -2)] == ["m1", "m0"]
+    assert task.value(("turns", -2, -1)) == 2
+    assert task.value(("d", "l", -1, -2)) == 2
+    assert (task.length(("turns", -2)), task.length(("d", "l", -1)), task.length(("d", "l", -3))) == (2, 2, None)
+    for path in (("messages", -3), ("messages", -100), ("turns", -5), ("turns", 0, -9), ("d", "l", -9), ("d", "l", 0, -2)):
+        with pytest.raises(eventckpt.PathError, match="no value there"):
+            task.value(path)
 
 
 def test_sizes_and_events_report_what_each_version_wrote(conversation: eventckpt.Store) -> None:
