@@ -160,6 +160,8 @@ class _Side:
             version = spec
         else:
             raise InvalidArgumentError(argument, spec, "a version is an int, a (task_id, version) pair or a Checkpoint")
+        if version is not None and type(version) is not int:  # a pair's "2", 2.0 or True names no version
+            raise InvalidArgumentError(argument, spec, "a version is an int, a (task_id, version) pair or a Checkpoint")
         row, head = core.existing(journal, task_id)
         if version is None:
             version = head
@@ -266,7 +268,8 @@ class _Differ:
         """Compare a list each side only appended to (`side_*`: items appended, whether it touched it)."""
         (grown_a, touched_a), (grown_b, touched_b) = side_a, side_b
         length = list_length(self.journal, self.codec, self.base, path, self.common) if self.common else None
-        run_a, run_b = (_Run(self.core, s.segments, text, self.common, s.version) for s in (self.a, self.b))
+        run_a, run_b = (_Run(self.core, s, path, self.common, length or 0, self.journal.generation(s.row))
+                        for s in (self.a, self.b))
         if length is None:  # the list did not exist at the common version: the runs are the whole lists
             _compare(path, run_a.items() if touched_a else MISSING, run_b.items() if touched_b else MISSING, out)
         elif not grown_a:
@@ -469,10 +472,17 @@ class _Appended(Change):
 
 
 class _Run:
-    """The items appended at one list path in versions (after, upto] of a lineage, read on first use."""
+    """The items appended at one list path in versions (after, upto] of a side's lineage, read on first use.
 
-    def __init__(self, core: Core, segments: Sequence[Segment], path: str, after: int, upto: int) -> None:
-        self.core, self.segments, self.path, self.after, self.upto = core, list(segments), path, after, upto
+    They are read from the appends in that range, which retention may rewrite (a removed version's
+    events fold into the next) after the diff was answered: a read then takes the item from the state
+    at `upto` instead (retention keeps it), or raises VersionNotFoundError when `upto` went too."""
+
+    def __init__(self, core: Core, side: _Side, path: Path, after: int, offset: int, generation: int) -> None:
+        self.core, self.side, self.path, self.after = core, side, path, after
+        self.text = to_text(path)
+        self.offset = offset  # the list's length at `after`: the run's first item is at this index
+        self.generation = generation
         self._items: list[Any] | None = None
         self._windows: dict[int, list[Any]] = {}
 
@@ -486,8 +496,11 @@ class _Run:
         first = index - index % self.WINDOW
         window = self._windows.get(first)
         if window is None:
-            with self.core.session() as journal:
-                values = journal.appended(self.segments, self.path, (self.after, 2**62), self.upto, first, self.WINDOW)
+            side = self.side
+            with self.core.session() as journal, journal.read():
+                if not self._unchanged(journal):
+                    return self._from_state(journal, self.path + (self.offset + index,))
+                values = journal.appended(side.segments, self.text, (self.after, 2**62), side.version, first, self.WINDOW)
             if values is None:
                 return self.items()[index]
             window = self._windows[first] = self.core.codec.decode_many(values)
@@ -495,10 +508,28 @@ class _Run:
 
     def items(self) -> list[Any]:
         if self._items is None:
-            with self.core.session() as journal:
-                rows = journal.key_values(self.segments, self.path, (self.after + 1, 0), self.upto)
-            self._items = appended_items(self.core.codec, self.path, rows, creates=False) if rows else []
+            side = self.side
+            with self.core.session() as journal, journal.read():
+                if not self._unchanged(journal):
+                    whole = self._from_state(journal, self.path)
+                    return whole[self.offset:] if type(whole) is list else []
+                rows = journal.key_values(side.segments, self.text, (self.after + 1, 0), side.version)
+            self._items = appended_items(self.core.codec, self.text, rows, creates=False) if rows else []
         return self._items
+
+    def _unchanged(self, journal: Journal) -> bool:
+        """Whether the side's stream is still the one diffed, its history as it was."""
+        found = journal.stream(self.side.row.name)
+        return found is not None and found.id == self.side.row.id and not journal.rewritten_since(
+            self.side.row, self.generation)
+
+    def _from_state(self, journal: Journal, path: Path) -> Any:
+        side, core = self.side, self.core
+        row, _ = core.existing(journal, side.task_id)
+        if row.id != side.row.id:  # deleted and made again: the diffed versions are gone
+            raise VersionNotFoundError(side.task_id, side.version, journal.stream_and_head(side.task_id)[1])
+        core.version_row(journal, row, side.version)  # VersionNotFoundError when retention removed it
+        return value_at(journal, core.codec, core.segments(journal, row, side.version), path, side.version)
 
 
 # -- structural comparison -----------------------------------------------------------------------------

@@ -293,6 +293,41 @@ def test_appended_values_are_read_lazily(store: eventckpt.Store, store_target: s
         assert len(result.added) == 10 and result.added[-1].new["n"] == 29  # version 30 is step 29
 
 
+def test_appended_values_read_after_retention_are_the_compared_versions(store: eventckpt.Store) -> None:
+    """An appended item's value first read after retention rewrote the range is still the item the
+    compared version holds (read from its state), or VersionNotFoundError when that version went too;
+    never another value or a bare IndexError. A deleted stream's is StreamNotFoundError."""
+    task = store.stream("t")
+    for i in range(10):
+        task.save({"msgs": [f"m{j}" for j in range(i + 1)]})  # version i + 1 holds m0..mi
+    forward, backward, late = task.diff(5, 10), task.diff(10, 5), task.diff(8, 10)
+    task.remove(5)  # retention folds version 5's events into version 6
+    assert [(c.kind, c.path, c.new) for c in forward] == [("added", ("msgs", i), f"m{i}") for i in range(5, 10)]
+    assert [(c.kind, c.old) for c in backward] == [("removed", f"m{i}") for i in range(5, 10)]
+    task.prune(keep_last=1)
+    assert [c.new for c in late] == ["m8", "m9"]  # version 10 is kept
+    store.stream("u").save({"l": [0]})
+    for i in range(1, 4):
+        store.stream("u").save({"l": list(range(i + 1))})
+    gone = store.stream("u").diff(1, 4)
+    assert store.delete_stream("u")
+    with pytest.raises(eventckpt.StreamNotFoundError):
+        gone.changes[0].new
+
+
+def test_a_removed_version_s_appended_values_are_version_not_found(store: eventckpt.Store) -> None:
+    """An appended item whose value is first read after retention removed the version holding it raises
+    VersionNotFoundError."""
+    task = store.stream("t")
+    for i in range(6):
+        task.save({"msgs": list(range(i + 1))})
+    backward = task.diff(6, 2)  # items 2..5 of version 6 are removed going back to version 2
+    task.save({"msgs": []})
+    task.prune(keep_last=1)  # version 6 goes
+    with pytest.raises(eventckpt.VersionNotFoundError):
+        backward.changes[0].old
+
+
 def test_growth_after_snapshots_and_resets(named: dict[str, str]) -> None:
     """A list's length at the older version is counted correctly after extends, deletes of items,
     truncations and replacements, with and without snapshots."""
@@ -322,6 +357,14 @@ def test_bad_versions(store: eventckpt.Store, args: tuple) -> None:
     conversation(store, 2)
     with pytest.raises(eventckpt.EventCkptError):
         store.stream("c").diff(*args)
+
+
+@pytest.mark.parametrize("version", ["2", 2.0, True])
+def test_a_pair_s_version_that_is_no_int_is_an_invalid_argument(store: eventckpt.Store, version: Any) -> None:
+    """diff(("c", "2")), 2.0 or True is InvalidArgumentError, as diff(2.0) is, not VersionNotFoundError."""
+    conversation(store, 2)
+    with pytest.raises(eventckpt.InvalidArgumentError):
+        store.stream("c").diff(("c", version))
     with pytest.raises(eventckpt.InvalidArgumentError):
         store.stream("c").diff(1, 2, live={})
 
