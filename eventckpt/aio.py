@@ -35,14 +35,14 @@ import asyncio
 import datetime as dt
 import os
 from collections.abc import Callable, Generator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from . import store as _store
 from .checkpoint import Checkpoint
 from .diffing import Diff
 from .query import HistoryEntry
-from .errors import InvalidArgumentError, StreamNotFoundError, VersionNotFoundError
+from .errors import InvalidArgumentError, StoreClosedError, StreamNotFoundError, VersionNotFoundError
 from .mixin import Migrations
 from .retention import Pruned
 from .store import Store
@@ -70,10 +70,17 @@ class AsyncStore:
     def __init__(self, store: Store) -> None:
         self.store = store  # the synchronous store (threads may use it directly; calls are serialized)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eventckpt-aio")
+        self._closing: Future[None] | None = None  # the close of the sync store, once close() was called
+
+    def _submit(self, fn: Callable[[], T]) -> Future[T]:
+        """Queue `fn` on the worker thread; StoreClosedError once close() was called (the executor would
+        refuse it with a bare RuntimeError, or run it on a closed store)."""
+        if self._closing is not None:
+            raise StoreClosedError()
+        return self._worker.submit(fn)
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._worker, lambda: fn(*args, **kwargs))
+        return await asyncio.wrap_future(self._submit(lambda: fn(*args, **kwargs)))
 
     def _stream(self, session_id: str) -> CheckpointStore:
         return self.store.stream(check_task_id(session_id))
@@ -85,9 +92,12 @@ class AsyncStore:
         await self.close()
 
     async def close(self) -> None:
-        """Close the store (waits for calls already made)."""
-        await self._run(self.store.close)
-        self._worker.shutdown(wait=True)
+        """Close the store, after the calls already made (idempotent, as Store.close: a second close, also
+        one made while the first waits, waits for the same close). Calls made after it raise StoreClosedError."""
+        if self._closing is None:
+            self._closing = self._worker.submit(self.store.close)  # queued behind every call made before
+            self._worker.shutdown(wait=False)  # the thread ends once the queue is done
+        await asyncio.shield(asyncio.wrap_future(self._closing))  # a cancelled close still closes
 
     # -- the session API --------------------------------------------------------------------------
 

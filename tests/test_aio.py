@@ -365,3 +365,22 @@ def test_ids_in_other_digits_are_ids(store_target: str) -> None:
             assert (await store.load("s", "٣")).values == {"a": 3} and (await store.load("s", "2")).values == {"a": 2}
 
     run(main())
+
+
+def test_close_is_idempotent_and_later_calls_raise_store_closed(store_target: str) -> None:
+    """close() twice (also inside `async with`) is fine, and every call made after it raises StoreClosedError."""
+
+    async def main() -> None:
+        async with aio.open(store_target) as store:
+            await store.save("s", {"a": 1})
+            await asyncio.gather(store.close(), store.close())  # a second close waits for the same one
+            await store.close()
+            assert store.store.closed
+            calls = [store.sessions(), store.search(name="n"), store.clear_all(), store.load("s"),
+                     store.list("s"), store.state("s"), store.checkout("s"), store.save("s", {"a": 2})]
+            for call in calls:
+                with pytest.raises(eventckpt.StoreClosedError):
+                    await call
+        # __aexit__ closed it once more
+
+    run(main())
