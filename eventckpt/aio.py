@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -57,6 +57,10 @@ def _check_id(checkpoint_id: Any) -> str:
     if type(checkpoint_id) is not str or not checkpoint_id:
         raise InvalidArgumentError("checkpoint_id", checkpoint_id, "a checkpoint id is a non-empty str")
     return checkpoint_id
+
+
+async def _raise(exc: Exception) -> Any:
+    raise exc
 
 
 def _loaded(cp: Checkpoint) -> Checkpoint:
@@ -101,20 +105,31 @@ class AsyncStore:
 
     # -- the session API --------------------------------------------------------------------------
 
-    async def save(self, session_id: str, state: Any, token_usage: Mapping[str, int | float] | None = None, *,
-                   metadata: Mapping[str, Any] | None = None, name: str | None = None, auto: bool = False,
-                   expected_version: int | None = None, checkpoint_id: str | None = None,
-                   tool_calls: Any = None, add_usage: Mapping[str, int | float] | None = None) -> Checkpoint:
-        """Save `state` as the session's next checkpoint (see CheckpointStore.save): the state as it is
-        when called (copied here, or a tracked state's edits so far), whatever other coroutines do to it
-        while the commit runs. Its `values` are read lazily, with a blocking read: use `load()` to read a
-        state from async code."""
+    def save(self, session_id: str, state: Any, token_usage: Mapping[str, int | float] | None = None, *,
+             metadata: Mapping[str, Any] | None = None, name: str | None = None, auto: bool = False,
+             expected_version: int | None = None, checkpoint_id: str | None = None,
+             tool_calls: Any = None, add_usage: Mapping[str, int | float] | None = None,
+             ) -> Coroutine[Any, Any, Checkpoint]:
+        """Save `state` as the session's next checkpoint (see CheckpointStore.save); await the result for
+        the Checkpoint. Not an `async def`: the state is taken when save() is called (copied, or a tracked
+        state's edits so far), so what the caller or other coroutines do to it afterwards, before the result
+        is awaited (`asyncio.create_task(store.save(...))`) or while the commit runs, is not in the version.
+        As with every AsyncStore call, errors (a bad argument, a state that cannot be stored, a closed
+        store) are raised when the result is awaited. The Checkpoint's `values` are read lazily, with a
+        blocking read: use `load()` to read a state from async code."""
+        try:
+            commit = self._prepare_save(session_id, state, token_usage, metadata=metadata, name=name, auto=auto,
+                                        expected_version=expected_version, checkpoint_id=checkpoint_id,
+                                        tool_calls=tool_calls, add_usage=add_usage)
+        except Exception as exc:  # noqa: BLE001 - raised where the caller awaits, as the other calls raise
+            return _raise(exc)
+        return self._run(commit)
+
+    def _prepare_save(self, session_id: str, state: Any, token_usage: Mapping[str, int | float] | None,
+                      *, checkpoint_id: str | None, **options: Any) -> Callable[[], Checkpoint]:
         if checkpoint_id is not None and type(checkpoint_id) is str and whole_number(checkpoint_id):
             raise InvalidArgumentError("checkpoint_id", checkpoint_id, "ids made only of digits would read as version numbers")
-        stream = self._stream(session_id)
-        return await self._run(stream.prepare_save(state, token_usage, metadata=metadata, name=name, auto=auto,
-                                                   expected_version=expected_version, checkpoint_id=checkpoint_id,
-                                                   tool_calls=tool_calls, add_usage=add_usage))
+        return self._stream(session_id).prepare_save(state, token_usage, checkpoint_id=checkpoint_id, **options)
 
     async def checkout(self, session_id: str) -> TrackedState:
         """The session's head as a tracked state (see CheckpointStore.checkout; an empty one for a session

@@ -384,3 +384,28 @@ def test_close_is_idempotent_and_later_calls_raise_store_closed(store_target: st
         # __aexit__ closed it once more
 
     run(main())
+
+
+def test_save_takes_the_state_at_the_call_not_at_the_first_step(store_target: str) -> None:
+    """save() copies the state (or takes a tracked state's edits) when called: changes made before the
+    returned awaitable first runs (create_task) are not in the version; bad input raises at the await."""
+
+    async def main() -> None:
+        async with aio.open(store_target) as store:
+            state = {"step": 1, "messages": ["hi"]}
+            pending = asyncio.create_task(store.save("s", state))
+            state["step"] = 2
+            state["messages"].append("next")
+            assert (await pending).version == 1 and await store.state("s") == {"step": 1, "messages": ["hi"]}
+            tracked = await store.checkout("s")
+            tracked["step"] = 3
+            pending = asyncio.create_task(store.save("s", tracked))
+            tracked["step"] = 4
+            assert (await pending).version == 2 and await store.state("s") == {"step": 3, "messages": ["hi"]}
+            bad = store.save("s", {"a": 1}, checkpoint_id="7")  # nothing raised at the call
+            with pytest.raises(eventckpt.InvalidArgumentError):
+                await bad
+            with pytest.raises(eventckpt.InvalidArgumentError):
+                await store.save("s", {"a": 1}, metadata={"x": 1}, token_usage={"t": "many"})  # type: ignore[dict-item]
+
+    run(main())
