@@ -11,9 +11,10 @@
             print(cp.summary())
 
 Every call runs the synchronous store on one worker thread owned by this AsyncStore, so the event loop
-never blocks on SQLite and calls run in the order they were made. Writers from other threads, other
-AsyncStores and other processes wait for the write lock (BEGIN IMMEDIATE with a busy timeout) instead
-of failing with "database is locked".
+never blocks on SQLite and calls run in the order they were made. `save` takes the state when it is
+called and always commits it, even if the await is cancelled (see AsyncStore.save). Writers from other
+threads, other AsyncStores and other processes wait for the write lock (BEGIN IMMEDIATE with a busy
+timeout) instead of failing with "database is locked".
 
 A checkpoint id is `Checkpoint.id`: the `checkpoint_id` given to save(), else the version number as a
 string. Both are stable: versions are never renumbered (retention leaves holes). Caller ids made only of
@@ -61,6 +62,21 @@ def _check_id(checkpoint_id: Any) -> str:
 
 async def _raise(exc: Exception) -> Any:
     raise exc
+
+
+async def _outcome(queued: Future[T]) -> T:
+    """The result of a call queued on the worker thread, which a cancelled await does not cancel."""
+    waiting = asyncio.wrap_future(queued)
+    try:
+        return await asyncio.shield(waiting)
+    except asyncio.CancelledError:
+        waiting.add_done_callback(_retrieved)  # nobody will read its outcome now: no "never retrieved" log
+        raise
+
+
+def _retrieved(done: asyncio.Future[Any]) -> None:
+    if not done.cancelled():
+        done.exception()
 
 
 def _loaded(cp: Checkpoint) -> Checkpoint:
@@ -116,14 +132,22 @@ class AsyncStore:
         is awaited (`asyncio.create_task(store.save(...))`) or while the commit runs, is not in the version.
         As with every AsyncStore call, errors (a bad argument, a state that cannot be stored, a closed
         store) are raised when the result is awaited. The Checkpoint's `values` are read lazily, with a
-        blocking read: use `load()` to read a state from async code."""
+        blocking read: use `load()` to read a state from async code.
+
+        The commit is queued at the call (saves commit in the order they were called) and always runs:
+        cancelling the await (`task.cancel()`, an `asyncio.wait_for` timeout) stops the waiting, never the
+        commit, whether it was still queued or already running (a thread cannot be stopped midway, so a
+        cancel could otherwise not tell the caller which happened). A caller that timed out and saves again
+        should make the retry idempotent: `expected_version` (ConflictError if the first one landed) or a
+        `checkpoint_id` (DuplicateCheckpointIdError)."""
         try:
             commit = self._prepare_save(session_id, state, token_usage, metadata=metadata, name=name, auto=auto,
                                         expected_version=expected_version, checkpoint_id=checkpoint_id,
                                         tool_calls=tool_calls, add_usage=add_usage)
+            queued = self._submit(commit)
         except Exception as exc:  # noqa: BLE001 - raised where the caller awaits, as the other calls raise
             return _raise(exc)
-        return self._run(commit)
+        return _outcome(queued)
 
     def _prepare_save(self, session_id: str, state: Any, token_usage: Mapping[str, int | float] | None,
                       *, checkpoint_id: str | None, **options: Any) -> Callable[[], Checkpoint]:

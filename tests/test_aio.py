@@ -409,3 +409,31 @@ def test_save_takes_the_state_at_the_call_not_at_the_first_step(store_target: st
                 await store.save("s", {"a": 1}, metadata={"x": 1}, token_usage={"t": "many"})  # type: ignore[dict-item]
 
     run(main())
+
+
+def test_a_save_commits_even_when_its_await_is_cancelled(store_target: str) -> None:
+    """Once save() was called its version is written, also when the caller cancels or times out the await
+    while the commit is queued; a retry made idempotent with expected_version then raises ConflictError."""
+
+    async def main() -> None:
+        async with aio.open(store_target) as store:
+            gate = threading.Event()
+            held = asyncio.ensure_future(store._run(gate.wait))  # the worker is busy: the saves below queue
+            await asyncio.sleep(0)
+            started = asyncio.ensure_future(store.save("s", {"n": 1}))
+            await asyncio.sleep(0)  # its await has begun
+            never_started = asyncio.ensure_future(store.save("s", {"n": 2}))
+            started.cancel()
+            never_started.cancel()
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(store.save("s", {"n": 3}), 0.01)
+            gate.set()
+            await held
+            for task in (started, never_started):
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            assert await store.list_versions("s") == [1, 2, 3] and await store.state("s") == {"n": 3}
+            with pytest.raises(eventckpt.ConflictError):  # the retry of the timed-out save, made idempotent
+                await store.save("s", {"n": 3}, expected_version=2)
+
+    run(main())
