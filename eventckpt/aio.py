@@ -17,8 +17,10 @@ threads, other AsyncStores and other processes wait for the write lock (BEGIN IM
 timeout) instead of failing with "database is locked".
 
 A checkpoint id is `Checkpoint.id`: the `checkpoint_id` given to save(), else the version number as a
-string. Both are stable: versions are never renumbered (retention leaves holes). Caller ids made only of
-digits are refused here, so the two kinds can never be confused.
+string. Both are stable: versions are never renumbered (retention leaves holes). An id made only of ASCII
+digits is always a version number: save() here refuses such caller ids, and one the sync API stored is
+not the checkpoint's `id` (its version number is), so an id this module hands out always names the same
+checkpoint.
 
 Deleting one checkpoint of an append-only journal (`delete(session, checkpoint_id)`) removes that version
 and folds its changes into the next one (see eventckpt.retention): it is gone from listings and loads,
@@ -277,23 +279,23 @@ class AsyncStore:
 
 
 def _resolve(stream: CheckpointStore, checkpoint_id: str | None) -> int:
-    """The version a checkpoint id names in this session's lineage (0 when none, or no such session)."""
+    """The version a checkpoint id names in this session's lineage (0 when none, or no such session). An id
+    made only of ASCII digits is a version number, never a caller's id (Checkpoint.id never gives one out),
+    so an id taken from a Checkpoint always names that checkpoint."""
     if checkpoint_id is None or not stream.exists():
         return stream.version
-    found = stream.find(checkpoint_id)
-    if found is not None:
-        try:  # the id may belong to another session of the tree: only this lineage's count
-            if stream.get(found.version).checkpoint_id == checkpoint_id:
-                return found.version
-        except VersionNotFoundError:
-            pass
-        return 0
     if whole_number(checkpoint_id):
         try:
             return stream.get(int(checkpoint_id)).version
         except VersionNotFoundError:
-            pass
-    return 0
+            return 0
+    found = stream.find(checkpoint_id)
+    if found is None:
+        return 0
+    try:  # the id may belong to another session of the tree: only this lineage's count
+        return found.version if stream.get(found.version).checkpoint_id == checkpoint_id else 0
+    except VersionNotFoundError:
+        return 0
 
 
 class _Opening:

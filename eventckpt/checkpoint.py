@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .checks import whole_number
 from .errors import InvalidArgumentError
 
 _UNSET: Any = object()
@@ -121,8 +122,12 @@ class Checkpoint:
     @property
     def id(self) -> str:
         """A stable string naming this checkpoint within its stream: the caller's checkpoint_id, else the
-        version number (versions are never renumbered; retention leaves holes instead)."""
-        return self.checkpoint_id if self.checkpoint_id is not None else str(self.version)
+        version number (versions are never renumbered; retention leaves holes instead). An id made only of
+        ASCII digits always reads as a version number (eventckpt.aio), so a caller's checkpoint_id of that
+        form (the sync save takes it) is not the id: the version number is, and "3" never names two."""
+        if self.checkpoint_id is not None and not whole_number(self.checkpoint_id):
+            return self.checkpoint_id
+        return str(self.version)
 
     @property
     def user_id(self) -> Any:

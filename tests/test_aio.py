@@ -437,3 +437,26 @@ def test_a_save_commits_even_when_its_await_is_cancelled(store_target: str) -> N
                 await store.save("s", {"n": 3}, expected_version=2)
 
     run(main())
+
+
+def test_digit_ids_are_version_numbers(store_target: str) -> None:
+    """An id made only of digits is a version number: a caller id "3" stored by the sync save is not the
+    checkpoint's id (its version is), so every id aio hands out loads and deletes that same checkpoint."""
+    with eventckpt.open(store_target) as sync:
+        stream = sync.stream("s")
+        assert stream.save({"step": 1}, checkpoint_id="3").id == "1"
+        stream.save({"step": 2})
+        stream.save({"step": 3})
+        assert stream.get(1).checkpoint_id == "3"  # still stored, and found by the sync API
+        assert stream.find("3").version == 1
+
+    async def main() -> None:
+        async with aio.open(store_target) as store:
+            assert [cp.id for cp in await store.list("s")] == ["3", "2", "1"]
+            for cp in await store.list("s"):
+                assert (await store.load("s", cp.id)).version == cp.version
+            latest = await store.load("s")
+            assert await store.delete("s", latest.id) is True
+            assert await store.list_versions("s") == [1, 2]
+
+    run(main())
