@@ -54,12 +54,12 @@ class VersionNotFoundError(CheckpointError, LookupError):
 class ConflictError(CheckpointError):
     """The stream's head moved since the caller read it (optimistic concurrency)."""
 
-    def __init__(self, task_id: str, expected: int, actual: int) -> None:
+    def __init__(self, task_id: str, expected: int, actual: int, *, reason: str | None = None) -> None:
         self.task_id = task_id
         self.expected = expected
         self.actual = actual
         super().__init__(
-            f"stream {task_id!r}: expected head version {expected}, but it is {actual}"
+            f"stream {task_id!r}: {reason or f'expected head version {expected}, but it is {actual}'}"
         )
 
 

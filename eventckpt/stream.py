@@ -19,10 +19,11 @@ from .journal import Journal, StreamKey, StreamRow, VersionRow
 from .mixin import Migrations
 from .mixin import restore as restore_object
 from .paths import encodable
+from .prepared import save_tracked
 from .rollback import rollback_on_error
 from .states import state_dict
 from .tools import ToolCall, ToolRegistry, UndoReport, decode_call, encode_calls, undo_tools
-from .tracked import TrackedState, save_tracked
+from .tracked import TrackedState
 from .transaction import Transaction
 
 if TYPE_CHECKING:
@@ -184,7 +185,9 @@ class CheckpointStore:
                      ) -> Callable[[], Checkpoint]:
         """save() in two steps, for a caller that commits on another thread (eventckpt.aio): what is saved
         is taken now (a copy of the state, or the edits a tracked state recorded so far), and the function
-        returned commits it. Bad arguments raise now; edits made after this call are not in the version."""
+        returned commits it. Bad arguments raise now; edits made after this call are not in the version.
+        A tracked state saved again before this commit ran builds on the version it makes (run them in
+        order; ConflictError for the later one if this one fails or never runs)."""
         return self._prepared(values, token_usage, **options, detach=True)
 
     def _prepared(self, values: Any, token_usage: Mapping[str, int | float] | None = None, *,

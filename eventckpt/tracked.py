@@ -40,6 +40,7 @@ from __future__ import annotations
 import copy as copy_module
 import datetime as dt
 import enum
+import threading
 import uuid
 from collections.abc import Callable, Iterable
 from decimal import Decimal
@@ -48,12 +49,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .checks import check_options
 from .codec import PlainData, quiet_gc
-from .commit import Recorded, UsageOf, commit, redoable
+from .commit import Recorded
 from .errors import InvalidArgumentError, SerializationError
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
 from .paths import Path, addressable
+from .prepared import PreparedSave
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
@@ -96,7 +97,8 @@ def _immutable(value: Any) -> bool:
 class Recording:
     """What one tracked state has recorded since its base version; shared by all of its nodes."""
 
-    __slots__ = ("stream", "codec", "version", "stream_id", "ops", "open", "watched", "spent")
+    __slots__ = ("stream", "codec", "version", "stream_id", "ops", "open", "watched", "spent", "handed", "last",
+                 "epoch", "lock")
 
     def __init__(self, stream: CheckpointStore, version: int, stream_id: int | None) -> None:
         self.stream = stream
@@ -107,6 +109,13 @@ class Recording:
         self.open: tuple[Any, Path] | None = None  # a container whose whole value is set when closed
         self.watched: list[list[Any]] = []  # [value, container, key, encoding at the last save]
         self.spent = False  # a commit failed after folding our copies: use fresh ones from the JSON
+        # Prepared saves not finished yet (see eventckpt.prepared): ops[:handed] are theirs, `last` is the
+        # newest (the next one builds on the version it makes), and `epoch` counts the failures that gave
+        # their edits back (a save prepared before one can no longer commit).
+        self.handed = 0
+        self.last: PreparedSave | None = None
+        self.epoch = 0
+        self.lock = threading.Lock()  # prepared on one thread (the event loop), committed on another
 
     # -- building nodes ---------------------------------------------------------------------------
 
@@ -204,17 +213,28 @@ class Recording:
 
     # -- saving -----------------------------------------------------------------------------------
 
-    def pending(self) -> tuple[list[Recorded], list[tuple[list[Any], bytes]]]:
-        """The events to commit (recorded ones, then sets of watched values that changed) and the
-        watched encodings to keep once they are committed."""
-        if self.open is not None:
-            self.close()
-        ops = self.ops
-        if self.spent:  # a failed commit may have folded (and changed) the copies: decode them again
-            decode = self.codec.decode
-            ops = [(op, path, decode(raw) if raw is not None else value, raw) for op, path, value, raw in ops]
-            self.ops = ops
-        events = list(ops)
+    def prepare(self) -> PreparedSave:
+        """Take the edits recorded since the last prepared save (with sets of watched values that changed):
+        they build on that save's version when it has not committed yet, else on ours."""
+        with self.lock:
+            if self.open is not None:
+                self.close()
+            if self.spent:  # a failed commit may have folded (and changed) the copies: decode them again
+                decode = self.codec.decode
+                self.ops = [(op, path, decode(raw) if raw is not None else value, raw)
+                            for op, path, value, raw in self.ops]
+                self.spent = False
+            events = self.ops[self.handed:]
+            taken = len(events)
+            renewed = self._renewed(events)
+            prepared = PreparedSave(self, self.last, (self.version, self.stream_id), events, taken, renewed)
+            self.handed += taken
+            self.last = prepared
+            return prepared
+
+    def _renewed(self, events: list[Recorded]) -> list[tuple[list[Any], bytes]]:
+        """Append to `events` a set of each watched value whose encoding changed since the last commit;
+        returns the encodings to keep once they are committed."""
         renewed: list[tuple[list[Any], bytes]] = []
         kept = []
         for entry in self.watched:
@@ -239,18 +259,7 @@ class Recording:
                 value = plain(chain[target], self.codec)
                 events.append((SET, path[:target], value, self.codec.encode(value)))
         self.watched = kept
-        self.spent = True
-        return events, renewed
-
-    def committed(self, version: int, stream_id: int, renewed: list[tuple[list[Any], bytes]], taken: int) -> None:
-        """The pending events are the new head `version`: the first `taken` recorded ones are in it, and
-        any recorded since (while the commit ran on another thread) stay for the next save."""
-        self.version, self.stream_id = version, stream_id
-        del self.ops[:taken]  # in place: an edit recorded meanwhile is appended to this same list
-        self.spent = False
-        for entry, raw in renewed:
-            entry[3] = raw
-
+        return renewed
 
 def _holds(up: Any, key: Any, value: Any, entry: list[Any]) -> bool:
     """Whether container `up` still holds `value` at `key` (a list index is found again if it moved)."""
@@ -712,28 +721,13 @@ class TrackedState(TrackedDict):
         self._recording = recording
         return self
 
-    def pending(self) -> tuple[list[Recorded], Callable[[int, int], None]]:
-        """For CheckpointStore.save: the events to commit and what to call once they are committed."""
+    def prepare(self) -> PreparedSave:
+        """For CheckpointStore.save: the edits to commit now, and the save they build on."""
         assert self._recording is not None
-        recording = self._recording
-        events, renewed = recording.pending()
-        taken = len(recording.ops)
-        return events, lambda version, stream_id: recording.committed(version, stream_id, renewed, taken)
+        return self._recording.prepare()
 
     @property
     def base(self) -> tuple[int, int | None]:
         """The head the recorded changes apply to: (version, the stream's row id; None at version 0)."""
         assert self._recording is not None
         return self._recording.version, self._recording.stream_id
-
-
-def save_tracked(core: Core, task_id: str, state: TrackedState, usage_of: UsageOf, tool_rows: Any,
-                 **options: Any) -> Callable[[], Checkpoint]:
-    """What commits the edits `state` recorded so far as the next version of `task_id` (CheckpointStore.save
-    of a tracked state): through the transaction path, refused unless the head is still the one they apply
-    to. The edits are taken now; ones recorded later stay recorded for the next save."""
-    check_options(**options)
-    events, committed = state.pending()
-    base = state.base
-    return lambda: commit(core, task_id, redoable(core, events), True, usage_of, checked=True, tool_rows=tool_rows,
-                          expected_head=base, committed=committed, **options)

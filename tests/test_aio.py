@@ -460,3 +460,30 @@ def test_digit_ids_are_version_numbers(store_target: str) -> None:
             assert await store.list_versions("s") == [1, 2]
 
     run(main())
+
+
+def test_saving_a_tracked_state_again_while_its_commit_runs(store_target: str) -> None:
+    """A second save of a tracked state made while its first commit is queued or running builds on the
+    version the first makes (both commit, each with its own edits); another writer still gives ConflictError."""
+
+    async def main() -> None:
+        async with aio.open(store_target) as store:
+            await store.save("s", {"msgs": []})
+            state = await store.checkout("s")
+            state["msgs"].append(1)
+            first = store.save("s", state)
+            state["msgs"].append(2)
+            second = store.save("s", state)
+            assert [cp.version for cp in await asyncio.gather(first, second)] == [2, 3]
+            assert await store.state("s", 2) == {"msgs": [1]} and await store.state("s") == {"msgs": [1, 2]}
+            state["msgs"].append(3)
+            first = store.save("s", state)
+            other = store.save("s", {"msgs": ["other"]})
+            state["msgs"].append(4)
+            second = store.save("s", state)
+            assert (await first).version == 4 and (await other).version == 5
+            with pytest.raises(eventckpt.ConflictError):
+                await second
+            assert await store.state("s") == {"msgs": ["other"]}
+
+    run(main())

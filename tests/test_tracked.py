@@ -482,3 +482,57 @@ def test_the_head_never_shares_mutable_values_with_the_tracked_state(store: even
     assert stream.state() == saved == stream.get(2).values
     stream.save(state)
     assert stream.state() == state and stream.state(2) == saved
+
+
+def test_prepared_saves_of_one_tracked_state_build_on_each_other(store: eventckpt.Store) -> None:
+    """A second prepare_save of a tracked state builds on the version the first will make: run in order both
+    commit; another writer moving the head between them still gives ConflictError."""
+    stream = store.stream("t")
+    stream.save({"log": []})
+    state = stream.checkout()
+    state["log"].append(1)
+    first = stream.prepare_save(state)
+    state["log"].append(2)
+    second = stream.prepare_save(state, name="second")
+    assert (first().version, second().version) == (2, 3)
+    assert stream.state(2) == {"log": [1]} and stream.state() == {"log": [1, 2]} and state.version == 3
+    state["log"].append(3)
+    first = stream.prepare_save(state)
+    state["log"].append(4)
+    second = stream.prepare_save(state)
+    assert first().version == 4
+    stream.save({"log": ["other"]})  # another writer
+    with pytest.raises(eventckpt.ConflictError):
+        second()
+    assert stream.state() == {"log": ["other"]}
+    assert state.refresh() == {"log": ["other"]}
+
+
+def test_a_prepared_save_after_one_that_did_not_commit_is_refused(store: eventckpt.Store) -> None:
+    """The next prepared save of a tracked state is refused (ConflictError, nothing written) when the one it
+    builds on failed or was never run; the edits of both stay recorded, and the next save commits them."""
+    stream = store.stream("t")
+    stream.save({"log": []})
+    state = stream.checkout()
+    state["log"].append(1)
+    doomed = stream.prepare_save(state, expected_version=0)  # will fail: the head is 1
+    state["log"].append(2)
+    after = stream.prepare_save(state)
+    with pytest.raises(eventckpt.ConflictError):
+        doomed()
+    with pytest.raises(eventckpt.ConflictError, match="did not commit"):
+        after()
+    assert stream.version == 1
+    state["log"].append(3)
+    assert stream.save(state).version == 2 and stream.state() == {"log": [1, 2, 3]}
+    state["log"].append(4)
+    never_run = stream.prepare_save(state)
+    state["log"].append(5)
+    out_of_order = stream.prepare_save(state)
+    with pytest.raises(eventckpt.ConflictError, match="did not commit"):
+        out_of_order()  # the save it builds on has not run: it never will
+    with pytest.raises(eventckpt.ConflictError):
+        never_run()
+    assert stream.version == 2
+    assert stream.save(state).version == 3 and stream.state() == {"log": [1, 2, 3, 4, 5]}
+    assert stream.save(state).version == 4 and stream.state() == {"log": [1, 2, 3, 4, 5]}  # nothing left
