@@ -16,7 +16,6 @@ give-backs, so a refused save of an older epoch does not give back what newer sa
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +34,7 @@ PREPARED, RUNNING, COMMITTED, FAILED = range(4)
 class PreparedSave:
     """One prepared save of a tracked state: the edits it took, and the prepared save it builds on."""
 
-    __slots__ = ("recording", "before", "base", "events", "taken", "renewed", "epoch", "status", "made", "done")
+    __slots__ = ("recording", "before", "base", "events", "taken", "renewed", "epoch", "status", "made")
 
     def __init__(self, recording: Recording, before: PreparedSave | None, base: tuple[int, int | None],
                  events: list[Recorded], taken: int, renewed: list[tuple[list[Any], bytes]]) -> None:
@@ -44,19 +43,19 @@ class PreparedSave:
         self.epoch = recording.epoch
         self.status = PREPARED
         self.made: tuple[int, int | None] | None = None  # the head it committed
-        self.done = threading.Event()
 
     def finish(self, status: int, made: tuple[int, int | None] | None = None) -> None:
+        """(The recording's lock held.) A save waiting for this one on another thread wakes up."""
         self.status, self.made, self.before = status, made, None  # no chain of finished saves is kept alive
-        self.done.set()
+        self.recording.lock.notify_all()
 
     def claim(self, task_id: str) -> tuple[int, int | None]:
         """Start this save: the head it must build on (the one the save prepared before it made).
         ConflictError when that save failed or has not run (then it never will: the edits of both go back
         to the next save); waits when it is running on another thread."""
         recording = self.recording
-        while True:
-            with recording.lock:
+        with recording.lock:
+            while True:
                 if self.status != PREPARED:
                     raise _refused(task_id, recording, "this prepared save already ran, or was refused when a save"
                                    " prepared after it ran first")
@@ -75,7 +74,7 @@ class PreparedSave:
                     self.give_back()
                     raise _refused(task_id, recording, "an earlier save of this tracked state, which these edits"
                                    " build on, did not commit; its edits and these stay recorded for the next save")
-            started.done.wait()  # running on another thread: its outcome decides ours
+                recording.lock.wait()  # running on another thread: its outcome decides ours
 
     def committed(self, version: int, stream_id: int) -> None:
         """This save is the new head `version`: its edits, the first of the recording's ops, leave the

@@ -115,7 +115,8 @@ class Recording:
         self.handed = 0
         self.last: PreparedSave | None = None
         self.epoch = 0
-        self.lock = threading.Lock()  # prepared on one thread (the event loop), committed on another
+        # prepared on one thread (the event loop), committed on another; a save waits on it for the one before
+        self.lock = threading.Condition(threading.Lock())
 
     # -- building nodes ---------------------------------------------------------------------------
 
