@@ -53,6 +53,13 @@ def _at(driver: Any, part: str) -> str:
     return driver.current_url
 
 
+def _shown(driver: Any) -> str:
+    """The first text a watched element showed after it was watched (see the copy button's test)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, 15).until(lambda d: d.execute_script("return window.shown[0]"))
+
+
 def test_from_streams_to_a_version_and_around(viewer: tuple[Any, str]) -> None:
     """Click a stream, then a version; expand the tree; pin a path and see its history; move with j/k and
     the arrow keys (the pin follows); compare two versions picked on the timeline and across a fork."""
@@ -133,8 +140,14 @@ def test_fork_graph_links_and_copy_buttons(viewer: tuple[Any, str]) -> None:
     driver.get(base + "/streams")
     driver.find_element(by.CSS_SELECTOR, "g.lane-top[data-stream='demo-retry'] a.head-link circle").click()
     assert driver.current_url == base + "/s/demo-retry/v/4"
-    driver.find_element(by.CSS_SELECTOR, "button.copy[data-copy='cmd-fork']").click()
-    assert driver.find_element(by.CSS_SELECTOR, "button.copy[data-copy='cmd-fork']").text in ("copied", "selected")
+    copy = driver.find_element(by.CSS_SELECTOR, "button.copy[data-copy='cmd-fork']")
+    # The button says "copied" once the clipboard's promise resolves, after the click returned, and says
+    # "copy" again 1.5 s later: every text it shows is recorded from the click on, and the first one read.
+    driver.execute_script("const button = arguments[0]; window.shown = [];"
+                          "new MutationObserver(() => window.shown.push(button.textContent))"
+                          ".observe(button, {childList: true, characterData: true, subtree: true});", copy)
+    copy.click()
+    assert _shown(driver) in ("copied", "selected")
     assert "eventckpt fork" in driver.find_element(by.ID, "cmd-fork").text
     driver.get(base + "/streams")
     driver.find_element(by.CSS_SELECTOR, "g.lane-top[data-stream='demo-cheaper'] a.name-link text").click()
