@@ -84,24 +84,32 @@ def test_transactions_from_many_processes_on_one_stream_all_land(pg_target: str)
 
 
 def test_a_pooled_store_never_serializes_its_threads(pg_target: str) -> None:
-    """While one thread's session waits on the server (a 3 s query), another thread of the same Store
-    commits and reads: each thread has its own pooled connection, no lock for the whole store."""
-    with eventckpt.open(pg_target) as store:
+    """While one thread's session waits on the server (a query waiting for a lock another connection holds),
+    another thread of the same Store commits and reads: each thread has its own pooled connection, no lock
+    for the whole store."""
+    with eventckpt.open(pg_target) as store, psycopg.connect(pg_target, autocommit=True) as holder:
         store.stream("t").save({"n": 0})
+        holder.execute("SELECT pg_advisory_lock(7)")
         slow_done = threading.Event()
 
         def slow() -> None:
             with store.core.session() as journal:
-                journal.query("SELECT pg_sleep(3)::text")  # read-only SQL returns no void column
+                journal.query("SELECT pg_advisory_xact_lock_shared(7)::text")  # read-only SQL returns no void column
             slow_done.set()
 
         sleeper = threading.Thread(target=slow)
         sleeper.start()
+        deadline = time.monotonic() + 60
+        while not holder.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                 " AND wait_event = 'advisory' AND datname = current_database()").fetchone()[0]:
+            assert sleeper.is_alive() and time.monotonic() < deadline, "the slow query never waited"
+            time.sleep(0.01)
         for i in range(1, 21):
             store.stream("t").save({"n": i})
         assert store.stream("t").state() == {"n": 20}
         assert not slow_done.is_set()  # all of it happened while the other thread's session was busy
-        sleeper.join()
+        holder.execute("SELECT pg_advisory_unlock(7)")
+        sleeper.join(60)
         assert slow_done.is_set()  # and the slow query did run (an error in its thread would not show)
 
 
