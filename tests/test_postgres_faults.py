@@ -84,9 +84,14 @@ def test_clients_sigkilled_mid_commit_leave_only_whole_versions(pg_target: str) 
         assert proc.stdout is not None
         lines = [proc.stdout.readline()]  # it is running: the first commit of this round returned
         if round_ == 5:  # mid-commit: its statement waits on the tree's row lock when it is killed
-            with eventckpt.open(pg_target) as holder, holder.core.session() as journal, journal.write():
+            with eventckpt.open(pg_target) as holder, holder.core.session() as journal, journal.write(), \
+                    psycopg.connect(pg_target, autocommit=True) as watcher:
                 journal.lock_tree(journal.stream("w").tree_id)
-                time.sleep(0.5)
+                deadline = time.monotonic() + 60
+                while not watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                          " AND datname = current_database()").fetchone()[0]:
+                    assert proc.poll() is None and time.monotonic() < deadline, "the writer never waited on the lock"
+                    time.sleep(0.01)
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(30)
         else:
@@ -124,7 +129,9 @@ def test_a_server_crash_mid_workload(pg_target: str) -> None:
     readers = [threading.Thread(target=read, args=(i,)) for i in range(2)]
     for t in readers:
         t.start()
+    deadline = time.monotonic() + 120
     while min(len(x) for x in lines) < 20:  # both are well under way
+        assert all(p.poll() is None for p in procs) and time.monotonic() < deadline, [len(x) for x in lines]
         time.sleep(0.05)
     server.stop("immediate")
     at_crash = [len(x) for x in lines]
