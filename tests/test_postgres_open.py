@@ -11,13 +11,16 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import pq
 from psycopg_pool import ConnectionPool
 
 import eventckpt
+from eventckpt.journal import postgres
 from eventckpt.journal.postgres import SCHEMA_VERSION
 
 from .engines import TARGETS
@@ -243,6 +246,31 @@ def test_opening_while_the_server_is_down_waits_for_it(pg_target: str) -> None:
     assert "error" not in opened, opened
     with opened["store"] as store:
         assert store.stream("a").save({"x": 1}).version == 1
+
+
+def test_a_server_back_between_a_failed_connection_and_the_ping_is_not_refused(
+        pg_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that comes up after open's first connection failed and before open asks it whether it is
+    up (as a restarting server may) is connected to, not reported as refusing the connection."""
+    server = TARGETS.server()
+    ping = pq.PGconn.ping
+    restarted: list[bool] = []
+
+    def back_then_ping(info: bytes) -> Any:
+        if not restarted:  # the connection was refused: the server comes back right now
+            restarted.append(True)
+            server.restart()
+        return ping(info)
+
+    monkeypatch.setattr(postgres, "pq", SimpleNamespace(PGconn=SimpleNamespace(ping=back_then_ping), Ping=pq.Ping))
+    server.stop("fast")
+    try:
+        with eventckpt.open(pg_target, timeout=60) as store:
+            assert store.stream("a").save({"x": 1}).version == 1
+    finally:
+        if not restarted:
+            server.restart()
+    assert restarted
 
 
 def test_a_server_with_no_free_connection_slot_is_waited_for() -> None:

@@ -116,16 +116,20 @@ class PostgresBackend(Backend):
         background until the timeout, and then call the server unreachable. A server that does not
         answer, answers that it is starting up or shutting down, or has no connection slot free, may be
         ready in time: its error is returned, and the pool waits for it. (libpq gives no SQLSTATE for a failed connection; PQping tells
-        the two apart: any answer but "cannot connect now" means the server is up.)"""
+        the two apart: any answer but "cannot connect now" means the server is up.) A server may come up
+        between a failed connection and the ping: so a connection refused by a server that then answers
+        is tried once more, and only one refused again, with the server still answering, is a refusal."""
         info = conninfo.make_conninfo(target, connect_timeout=str(max(2, math.ceil(self.timeout))))
-        try:
-            psycopg.connect(info).close()
-        except psycopg.Error as exc:
-            if pq.PGconn.ping(info.encode()) != pq.Ping.OK or _FULL.search(str(exc)):
-                return exc
-            raise errors.StorageError(f"opening {self.target}: the server refused the connection ({said(exc)})",
-                                      code="refused") from None
-        return None
+        for _ in range(2):
+            try:
+                psycopg.connect(info).close()
+                return None
+            except psycopg.Error as exc:
+                if pq.PGconn.ping(info.encode()) != pq.Ping.OK or _FULL.search(str(exc)):
+                    return exc
+                refused = exc
+        raise errors.StorageError(f"opening {self.target}: the server refused the connection ({said(refused)})",
+                                  code="refused") from None
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Set up every connection the same way (settings bound as parameters, never SQL text)."""
