@@ -7,7 +7,9 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -140,25 +142,45 @@ def test_two_processes_incrementing_end_dense(db_path: Path) -> None:
         assert task.list_versions() == list(range(1, 182))
 
 
-def test_open_waits_for_a_writer_holding_a_store_not_yet_in_wal(tmp_path: Path) -> None:
+def test_open_waits_for_a_writer_holding_a_store_not_yet_in_wal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Opening waits (up to the timeout) for another process that holds the write lock of a store still in
     rollback mode, as a second opener of a new store does: SQLite refuses the switch to WAL at once then,
     without waiting, and the open failed with StoreBusyError when a few processes created one store."""
+    import eventckpt.journal.sqlite as sqlite_journal
+
     path = tmp_path / "new.db"
     code = """
-        import sys, time, apsw
+        import sys, apsw
         conn = apsw.Connection(sys.argv[1])
         conn.execute(f"PRAGMA application_id = {int(sys.argv[2])}")  # what an opener writes first
         conn.execute("BEGIN IMMEDIATE")
         print("holding", flush=True)
-        time.sleep(0.5)
+        sys.stdin.readline()
         conn.execute("COMMIT")
+        print("released", flush=True)
         """
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(path), str(APPLICATION_ID)],
-                              stdout=subprocess.PIPE, text=True)
-    assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
-    with eventckpt.open(path, timeout=30) as store:
-        store.stream("t").save({"n": 1})
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdin is not None and holder.stdout is not None and holder.stdout.readline() == "holding\n"
+    released: list[bool] = []
+
+    def release_then_sleep(seconds: float) -> None:  # the open was refused and waits: the holder lets go now
+        if not released:
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+            released.append(holder.stdout.readline() == "released\n")
+        time.sleep(seconds)
+
+    monkeypatch.setattr(sqlite_journal, "time", SimpleNamespace(monotonic=time.monotonic, sleep=release_then_sleep))
+    try:
+        with eventckpt.open(path, timeout=30) as store:
+            store.stream("t").save({"n": 1})
+    finally:
+        monkeypatch.undo()
+        if not released:
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+    assert released == [True]  # it was refused while the lock was held, and waited
     assert holder.wait(timeout=60) == 0
     with eventckpt.open(path) as store:
         assert store.stream("t").state() == {"n": 1}
