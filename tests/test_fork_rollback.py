@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import apsw
@@ -123,17 +122,30 @@ def test_forks_across_reopen(store_target: str) -> None:
         assert b.state(2) == store.stream("main").state(2) and b.state(3) == {"b": 1}
 
 
-# A process that forks stream `main` N times without naming the forks, starting at a given moment (so that
-# several start together), and prints the names it got.
+# A process that forks stream `main` N times without naming the forks, once told to go (so that several
+# start together: it says "ready" when its store is open, and goes on the line it then reads), and prints
+# the names it got.
 FORKER = """
-import sys, time, eventckpt
-target, forks, start_at = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+import sys, eventckpt
+target, forks = sys.argv[1], int(sys.argv[2])
 with eventckpt.open(target, timeout=60) as store:
     main = store.stream("main")
-    while time.time() < start_at:
-        time.sleep(0.001)
+    print("ready", flush=True)
+    sys.stdin.readline()
     print(" ".join(main.fork().task_id for _ in range(forks)))
 """
+
+
+def start_together(procs: list[subprocess.Popen[str]]) -> list[tuple[str, str]]:
+    """Tell processes that said "ready" to go, all at once (a fixed moment on the clock would come before
+    a busy machine has started them); their (stdout, stderr) once they end."""
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n", proc.communicate(timeout=300)
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    return [p.communicate(timeout=300) for p in procs]
 
 
 def test_automatic_fork_names_never_collide_across_processes(store_target: str) -> None:
@@ -141,10 +153,9 @@ def test_automatic_fork_names_never_collide_across_processes(store_target: str) 
     StreamExistsError), each under its own name, and the names are main~1 .. main~160."""
     with eventckpt.open(store_target) as store:
         make_history(store, 2)
-    start_at = str(time.time() + 2)
-    procs = [subprocess.Popen([sys.executable, "-c", FORKER, store_target, "40", start_at], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
-    outs = [p.communicate(timeout=300) for p in procs]
+    procs = [subprocess.Popen([sys.executable, "-c", FORKER, store_target, "40"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = start_together(procs)
     assert [err for p, (_, err) in zip(procs, outs) if p.returncode] == []
     names = [name for out, _ in outs for name in out.split()]
     assert sorted(names) == sorted(f"main~{n}" for n in range(1, 161))
@@ -157,13 +168,14 @@ def test_automatic_fork_names_never_collide_across_processes(store_target: str) 
 # it (forks=True), the other commits on `root` and prunes it; each prints its rounds and the errors it met.
 DELETER_AND_PRUNER = """
 import sys, time, eventckpt
-target, role, seconds, start_at = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+target, role, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 errors, n = [], 0
 with eventckpt.open(target, timeout=60) as store:
     root = store.stream("root")
-    while time.time() < start_at:
-        time.sleep(0.001)
-    while time.time() < start_at + seconds:
+    print("ready", flush=True)
+    sys.stdin.readline()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
         try:
             if role == "delete":
                 fork = root.fork(task_id=f"f{n}")
@@ -186,10 +198,9 @@ def test_deleting_forks_while_another_process_prunes_the_tree(store_target: str)
     instead of deadlocking), and the root's state and the forks' absence are exact."""
     with eventckpt.open(store_target) as store:
         store.stream("root").save({"n": 0})
-    start_at = str(time.time() + 2)
-    procs = [subprocess.Popen([sys.executable, "-c", DELETER_AND_PRUNER, store_target, role, "4", start_at],
+    procs = [subprocess.Popen([sys.executable, "-c", DELETER_AND_PRUNER, store_target, role, "4"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for role in ("delete", "prune")]
-    outs = [p.communicate(timeout=300) for p in procs]
+    outs = start_together(procs)
     assert [(p.returncode, err) for p, (_, err) in zip(procs, outs)] == [(0, "")] * 2
     (deletes, delete_errors, _), (prunes, prune_errors, _) = [out.split(" ", 2) for out, _ in outs]
     assert (delete_errors, prune_errors) == ("0", "0"), outs
