@@ -213,7 +213,8 @@ class _Attempt:
         if self.expected_head is not None and (current, row.id if current else None) != self.expected_head:
             if optimistic:
                 raise _Stale()
-            raise ConflictError(self.task_id, self.expected_head[0], current)
+            recreated = bool(current) and self.expected_head[1] is not None and row.id != self.expected_head[1]
+            raise ConflictError(self.task_id, self.expected_head[0], current, recreated)
         if self.at is not None and self.at <= current:
             raise ConflictError(self.task_id, self.at - 1, current)
         version = max(current, head.floor) + 1 if self.at is None else self.at  # a removed head's number is not reused

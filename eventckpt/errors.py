@@ -54,13 +54,20 @@ class VersionNotFoundError(CheckpointError, LookupError):
 class ConflictError(CheckpointError):
     """The stream's head moved since the caller read it (optimistic concurrency)."""
 
-    def __init__(self, task_id: str, expected: int, actual: int, *, reason: str | None = None) -> None:
+    def __init__(self, task_id: str, expected: int, actual: int, recreated: bool = False, *,
+                 reason: str | None = None) -> None:
         self.task_id = task_id
         self.expected = expected
         self.actual = actual
-        super().__init__(
-            f"stream {task_id!r}: {reason or f'expected head version {expected}, but it is {actual}'}"
-        )
+        self.recreated = recreated  # the stream was deleted and created again: its versions may even match
+        if reason is not None:
+            shown = f"stream {task_id!r}: {reason}"
+        elif recreated:
+            shown = (f"stream {task_id!r} was deleted and created again since version {expected}, which the"
+                     f" changes apply to (the new stream's head is version {actual})")
+        else:
+            shown = f"stream {task_id!r}: expected head version {expected}, but it is {actual}"
+        super().__init__(shown)
 
 
 class DuplicateCheckpointIdError(CheckpointError):

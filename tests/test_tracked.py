@@ -308,6 +308,24 @@ def test_a_recreated_stream_at_the_same_version_is_refused(store: eventckpt.Stor
     assert stream.state() == {"log": ["other"]}
 
 
+def test_the_conflict_of_a_recreated_stream_says_it_was_recreated(store: eventckpt.Store) -> None:
+    """The ConflictError of a stream deleted and created again says so (its versions alone may be equal)."""
+    stream = store.stream("t")
+    stream.save({"log": ["a"]})
+    state = stream.checkout()
+    state["log"].append("b")
+    store.delete_stream("t")
+    stream.save({"log": ["other"]})
+    with pytest.raises(eventckpt.ConflictError, match="deleted and created again") as info:
+        stream.save(state)
+    assert (info.value.expected, info.value.actual, info.value.recreated) == (1, 1, True)
+    state.refresh()["log"].append("c")
+    stream.save({"log": ["more"]})
+    with pytest.raises(eventckpt.ConflictError, match="expected head version 1, but it is 2") as moved:
+        stream.save(state)  # the same stream, only moved on
+    assert not moved.value.recreated
+
+
 def test_retention_does_not_make_a_tracked_state_stale(store: eventckpt.Store) -> None:
     """Pruning old versions rewrites checksums but keeps the head: a tracked state of it still saves."""
     stream = store.stream("t")
