@@ -370,18 +370,31 @@ class TrackedDict(_Plain, dict):
         where = locate(self)
         if where is None:
             return dict.__setitem__(self, key, value)
-        recording, chain, path = where
+        self._put(where, [self._take(where, key, old, value)])
+
+    def _take(self, where: Where, key: Any, old: Any, value: Any) -> tuple[Any, Any, Any, bytes, Any]:
+        """Check a set of `key` (holding `old`, or _MISSING) to `value`, changing nothing yet: (key, old,
+        the state's copy of value, its JSON, the head's copy). Raises when it cannot be stored."""
+        recording, _, path = where
         if old is _MISSING:
             self._check_key(key, where)
         live, raw, head_copy = recording.ingest(value, self, key, path)
+        return key, old, live, raw, head_copy
+
+    def _put(self, where: Where, taken: list[tuple[Any, Any, Any, bytes, Any]]) -> None:
+        """Make the sets `_take` checked, and record them as one change of this dict."""
+        recording, chain, path = where
         bad_before = self._bad
         absorbed = recording.begin(chain)
-        dict.__setitem__(self, key, live)
-        if old is _MISSING:
-            self._bad += self._bad_key(key)
-        else:
-            _detach(old)
-        recording.emit(absorbed, chain, path, [(SET, path + (key,), head_copy, raw)], bool(bad_before or self._bad))
+        events: list[Recorded] = []
+        for key, old, live, raw, head_copy in taken:
+            dict.__setitem__(self, key, live)
+            if old is _MISSING:
+                self._bad += self._bad_key(key)
+            else:
+                _detach(old)
+            events.append((SET, path + (key,), head_copy, raw))
+        recording.emit(absorbed, chain, path, events, bool(bad_before or self._bad))
 
     def __delitem__(self, key: Any) -> None:
         self.pop(key)
@@ -433,9 +446,21 @@ class TrackedDict(_Plain, dict):
         recording.emit(absorbed, chain, path, events, bool(bad_before))
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        """Set each key (recorded as a set per key)."""
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
+        """Set each key (recorded as a set per key). All or nothing: when one key or value cannot be
+        stored, nothing changes (as for a list's extend)."""
+        items = dict(*args, **kwargs)
+        where = locate(self)
+        if where is None:
+            for key, value in items.items():
+                self[key] = value
+            return
+        taken = []
+        for key, value in items.items():
+            old = dict.get(self, key, _MISSING)
+            if old is not value:
+                taken.append(self._take(where, key, old, value))
+        if taken:
+            self._put(where, taken)
 
     def __ior__(self, other: Any) -> TrackedDict:
         self.update(other)
@@ -681,10 +706,13 @@ class TrackedState(TrackedDict):
     def _bad_key(self, key: Any) -> bool:
         return False  # top-level keys are checked when set: every one can be addressed
 
-    def __setitem__(self, key: Any, value: Any) -> None:
+    def _check_key(self, key: Any, where: Where | None = None) -> None:
         if type(key) is not str or not addressable(key):
             raise InvalidArgumentError(
                 "key", key, "a top-level key is a str without quotes, backslashes, control characters or lone surrogates")
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._check_key(key)
         super().__setitem__(key, value)
 
     @property

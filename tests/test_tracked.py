@@ -401,6 +401,25 @@ def test_bad_values_and_keys_fail_at_the_mutation(store: eventckpt.Store) -> Non
     assert stream.get(2).values == {"log": [1], "d": {}} and len(stream) == 2
 
 
+@pytest.mark.parametrize("mutate", [
+    lambda s: s["cfg"].update({"model": "b", "new": 1, "client": object()}),
+    lambda s: s["cfg"].__ior__({"model": "b", "client": object()}),
+    lambda s: s["cfg"].update([("model", "b"), (object(), 1)]),
+    lambda s: s.update({"step": 2, 'bad"key': 1}),
+    lambda s: s.update(step=2, log=[lambda: 0]),
+])
+def test_a_failed_update_changes_nothing(store: eventckpt.Store, mutate) -> None:
+    """update() and |= are all or nothing: one key or value that cannot be stored leaves every key as it was."""
+    stream = store.stream("t")
+    stream.save({"cfg": {"model": "a"}, "step": 1})
+    state = stream.checkout()
+    with pytest.raises((eventckpt.SerializationError, eventckpt.InvalidArgumentError)):
+        mutate(state)
+    assert state == {"cfg": {"model": "a"}, "step": 1}
+    stream.save(state)
+    assert stream.state(2) == {"cfg": {"model": "a"}, "step": 1}
+
+
 def test_values_put_in_are_copied(store: eventckpt.Store, store_target: str) -> None:
     """Aliasing, the caller's side: a dict or list put into the state is copied, so changing the caller's
     object afterwards changes neither the state nor what is saved, and one object put at two places
