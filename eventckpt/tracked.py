@@ -363,6 +363,13 @@ class TrackedDict(_Plain, dict):
             except SerializationError as exc:
                 raise SerializationError(where[2] + (key,), exc.reason, exc.type_name) from None
 
+    def _held(self, key: Any) -> Any:
+        """The key this dict holds equal to `key` (present), the one a path may name: a dict keeps its own
+        key when an equal one of another type sets or pops it (a str enum and its text)."""
+        if type(key) is str and not self._bad:
+            return key
+        return next(k for k in dict.keys(self) if k is key or k == key)
+
     def __setitem__(self, key: Any, value: Any) -> None:
         old = dict.get(self, key, _MISSING)
         if old is value:
@@ -378,6 +385,8 @@ class TrackedDict(_Plain, dict):
         recording, _, path = where
         if old is _MISSING:
             self._check_key(key, where)
+        else:
+            key = self._held(key)
         live, raw, head_copy = recording.ingest(value, self, key, path)
         return key, old, live, raw, head_copy
 
@@ -409,6 +418,7 @@ class TrackedDict(_Plain, dict):
         if where is None:
             return dict.pop(self, key)
         recording, chain, path = where
+        key = self._held(key)
         bad_before = self._bad
         absorbed = recording.begin(chain)
         value = dict.pop(self, key)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
 import heapq
 import json
 import pickle
@@ -399,6 +400,40 @@ def test_bad_values_and_keys_fail_at_the_mutation(store: eventckpt.Store) -> Non
     assert state == {"log": [1], "d": {}}
     stream.save(state)
     assert stream.get(2).values == {"log": [1], "d": {}} and len(stream) == 2
+
+
+
+class Role(str, enum.Enum):
+    USER = "user"
+
+
+def _bump(d: dict[Any, Any], key: Any) -> None:
+    d[key] += 1
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda s: _bump(s["counts"], Role.USER),
+    lambda s: s["counts"].pop(Role.USER),
+    lambda s: s["counts"].__delitem__(Role.USER),
+    lambda s: s["counts"].update({Role.USER: 5}),
+    lambda s: s["nested"].__setitem__(Role.USER, {"n": 1}) or s["nested"]["user"].__setitem__("n", 2),
+    lambda s: _bump(s["nested"][Role.USER], "n") or s["nested"]["user"]["tags"].append(1),
+    lambda s: s.pop(Role.USER),
+    lambda s: s.__setitem__("odd", {Role.USER: 1}) or s["odd"].__setitem__("user", 2),
+    lambda s: s.__setitem__("odd", {Role.USER: 1}) or s["odd"].pop("user"),
+])
+def test_a_key_set_through_an_equal_key_of_another_type_is_recorded_at_the_key_the_dict_holds(
+        store: eventckpt.Store, mutate) -> None:
+    """A dict set or popped through an equal key of another type (a str enum) records the key it holds."""
+    stream = store.stream("t")
+    stream.save({"counts": {"user": 0, "x": 1}, "nested": {"user": {"n": 0, "tags": []}}, "user": 1, "log": []})
+    state = stream.checkout()
+    mutate(state)
+    for step in range(2):
+        state["log"].append(step)
+        stream.save(state)
+        assert strict_equal(stream.state(), state.plain())
+    assert strict_equal(stream.checkout().plain(), state.plain())
 
 
 @pytest.mark.parametrize("mutate", [
