@@ -37,7 +37,7 @@ class PreparedSave:
     __slots__ = ("recording", "before", "base", "events", "taken", "renewed", "epoch", "status", "made")
 
     def __init__(self, recording: Recording, before: PreparedSave | None, base: tuple[int, int | None],
-                 events: list[Recorded], taken: int, renewed: list[tuple[list[Any], bytes]]) -> None:
+                 events: list[Recorded], taken: int, renewed: list[tuple[list[Any], bytes, int]]) -> None:
         self.recording, self.before, self.base = recording, before, base  # base: the head when none is before
         self.events, self.taken, self.renewed = events, taken, renewed  # taken: how many of ops are in events
         self.epoch = recording.epoch
@@ -86,8 +86,9 @@ class PreparedSave:
             recording.handed -= self.taken
             if recording.last is self:
                 recording.last = None
-            for entry, raw in self.renewed:
-                entry[3] = raw
+            for entry, raw, closes in self.renewed:
+                if entry[4] <= closes:  # else a whole-value set recorded since holds a newer encoding
+                    entry[3] = raw
             self.finish(COMMITTED, (version, stream_id))
 
     def give_back(self) -> None:

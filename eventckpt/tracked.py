@@ -23,7 +23,8 @@ What is recorded as what:
     something else is recorded or at the save.
   - Values of other mutable types (sets, bytearrays, dataclass and attrs instances, tuples holding
     lists) cannot tell anyone they changed: each save compares their encoding with the one they had at
-    the last save (cost: their size) and records a set of the ones that differ.
+    the last save, or in a later whole-value set of a container holding them (cost: their size), and
+    records a set of the ones that differ.
 
 A value put into the state is copied (its encoding is recorded and the state holds tracked copies):
 mutating the caller's object afterwards changes neither the state nor what is saved, and putting one
@@ -98,7 +99,7 @@ class Recording:
     """What one tracked state has recorded since its base version; shared by all of its nodes."""
 
     __slots__ = ("stream", "codec", "version", "stream_id", "ops", "open", "watched", "spent", "handed", "last",
-                 "epoch", "lock")
+                 "epoch", "lock", "closes")
 
     def __init__(self, stream: CheckpointStore, version: int, stream_id: int | None) -> None:
         self.stream = stream
@@ -107,7 +108,7 @@ class Recording:
         self.stream_id = stream_id  # the stream's row: a stream deleted and saved again is a new row
         self.ops: list[Recorded] = []
         self.open: tuple[Any, Path] | None = None  # a container whose whole value is set when closed
-        self.watched: list[list[Any]] = []  # [value, container, key, encoding at the last save]
+        self.watched: list[list[Any]] = []  # [value, container, key, its encoding as saved or set, `closes` then]
         self.spent = False  # a commit failed after folding our copies: use fresh ones from the JSON
         # Prepared saves not finished yet (see eventckpt.prepared): ops[:handed] are theirs, `last` is the
         # newest (the next one builds on the version it makes), and `epoch` counts the failures that gave
@@ -117,6 +118,7 @@ class Recording:
         self.epoch = 0
         # prepared on one thread (the event loop), committed on another; a save waits on it for the one before
         self.lock = threading.Condition(threading.Lock())
+        self.closes = 0  # whole-value sets closed so far: a commit must not undo a baseline one set since
 
     # -- building nodes ---------------------------------------------------------------------------
 
@@ -149,7 +151,7 @@ class Recording:
         if _immutable(value):
             return value
         value = self.codec.copy(value)
-        self.watched.append([value, up, key, self.codec.encode(value)])
+        self.watched.append([value, up, key, self.codec.encode(value), self.closes])
         return value
 
     def ingest(self, value: Any, up: Any, key: Any, path: Path) -> tuple[Any, bytes, Any]:
@@ -211,6 +213,20 @@ class Recording:
             raise SerializationError(path + exc.path, exc.reason, exc.type_name) from None
         self.open = None
         self.ops.append((SET, path, value, raw))
+        if self.watched:
+            self._rebase(node)
+
+    def _rebase(self, node: Any) -> None:
+        """Watched values inside `node` are in the set just recorded as they are now: a save compares them
+        with that (by the last save's, one changed back since would look unchanged, and stay as set)."""
+        self.closes += 1
+        for entry in self.watched:
+            value, up, key = entry[0], entry[1], entry[2]
+            n = up
+            while n is not None and n is not node:  # parent links only: cheaper than locate() per entry
+                n = n._up
+            if n is node and _holds(up, key, value, entry):  # (one no longer in the state goes at the save)
+                entry[3], entry[4] = self.codec.encode(value), self.closes
 
     # -- saving -----------------------------------------------------------------------------------
 
@@ -233,13 +249,13 @@ class Recording:
             self.last = prepared
             return prepared
 
-    def _renewed(self, events: list[Recorded]) -> list[tuple[list[Any], bytes]]:
+    def _renewed(self, events: list[Recorded]) -> list[tuple[list[Any], bytes, int]]:
         """Append to `events` a set of each watched value whose encoding changed since the last commit;
-        returns the encodings to keep once they are committed."""
-        renewed: list[tuple[list[Any], bytes]] = []
+        returns the encodings to keep once they are committed (with `closes` now)."""
+        renewed: list[tuple[list[Any], bytes, int]] = []
         kept = []
         for entry in self.watched:
-            value, up, key, raw = entry
+            value, up, key, raw = entry[:4]
             where = locate(up)
             if where is None or not _holds(up, key, value, entry):
                 continue
@@ -252,7 +268,7 @@ class Recording:
                 raise SerializationError(path + (key,) + exc.path, exc.reason, exc.type_name) from None
             if now == raw:
                 continue
-            renewed.append((entry, now))
+            renewed.append((entry, now, self.closes))
             target = next((d for d in range(1, len(chain)) if type(chain[d]) is TrackedDict and chain[d]._bad), None)
             if target is None:
                 events.append((SET, path + (key,), self.codec.decode(now), now))

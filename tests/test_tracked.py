@@ -198,6 +198,65 @@ def test_changes_inside_untrackable_values_fall_back_to_a_whole_set(store_target
         assert events_of(store_target, 4) == []
 
 
+# (the state at v1, the watched value in it, a change of its container with no exact event)
+WATCHED_IN_WHOLE_SETS: list[tuple[dict[str, Any], Callable[[Any], Any], Callable[[Any], Any]]] = [
+    ({"jobs": ["b", {"a"}]}, lambda s: s["jobs"][1], lambda s: s["jobs"].reverse()),
+    ({"jobs": [{"a"}, "b"]}, lambda s: s["jobs"][0], lambda s: s["jobs"].insert(0, "c")),
+    ({"raw": [[1], bytearray(b"a")]}, lambda s: s["raw"][1], lambda s: s["raw"].sort(key=len)),
+    ({"box": {1: Box(1, ["x"])}}, lambda s: s["box"][1], lambda s: s["box"].__setitem__(2, Box(2, []))),
+    ({"deep": {"by_id": {1: {"s": {"a"}}}}}, lambda s: s["deep"]["by_id"][1]["s"],
+     lambda s: s["deep"]["by_id"][1].__setitem__("k", 1)),
+]
+
+
+def _change(value: Any, back: bool) -> None:
+    """An in-place change of a watched value (a set, a bytearray, a Box), or its undoing."""
+    if isinstance(value, set):
+        value.discard("x") if back else value.add("x")
+    elif isinstance(value, bytearray):
+        value[:] = value[:-1] if back else value + b"x"
+    else:
+        value.n = value.n - 1 if back else value.n + 1
+
+
+@pytest.mark.parametrize("base, watched, whole", WATCHED_IN_WHOLE_SETS)
+def test_a_watched_value_changed_back_after_a_whole_set_is_saved_as_it_is(
+        store_target: str, base: dict[str, Any], watched: Callable[[Any], Any], whole: Callable[[Any], Any]) -> None:
+    """A watched value changed, set whole with its container, then changed back is saved as it is at the save."""
+    with eventckpt.open(store_target, types=[Box]) as store:
+        stream = store.stream("t")
+        stream.save({**base, "step": 0})
+        state = stream.checkout()
+        value = watched(state)
+        whole(state)
+        _change(value, back=False)
+        state["step"] += 1  # the whole set is encoded now, holding the changed value
+        _change(value, back=True)
+        stream.save(state)
+        assert strict_equal(stream.state(), state.plain())
+        _change(value, back=False)  # and later saves go on comparing with what is stored
+        stream.save(state)
+        assert strict_equal(stream.state(), state.plain())
+
+
+def test_a_whole_set_recorded_while_a_save_commits_keeps_its_watched_values(store_target: str) -> None:
+    """A whole set recorded while a prepared save waits to commit is what the next save compares watched values with."""
+    with eventckpt.open(store_target) as store:
+        stream = store.stream("t")
+        stream.save({"jobs": ["b", {"a"}], "step": 0})
+        state = stream.checkout()
+        running = state["jobs"][1]
+        running.add("x")
+        commit = stream.prepare_save(state)  # takes a set of {"a", "x"}
+        running.add("y")
+        state["jobs"].reverse()
+        state["step"] += 1  # the whole list is encoded now, holding {"a", "x", "y"}
+        running.discard("y")  # back to what the prepared save holds
+        commit()
+        stream.save(state)
+        assert strict_equal(stream.state(), state.plain())
+
+
 def test_dicts_whose_keys_are_not_paths_are_set_whole(store: eventckpt.Store, store_target: str) -> None:
     """A change inside a dict with a key that cannot be a path (not a str, or starting with "$") is a set of
     that whole dict, as save() stores it; a dict that gains such a key is set whole too."""
