@@ -96,6 +96,20 @@ class _SavedClasses:
 
 
 _SAVED_IN_THIS_PROCESS = _SavedClasses()
+_text_enums = False  # see text_enums_known
+
+
+def text_enums_known() -> bool:
+    """Whether a codec of this process was given or has encoded a str enum class (`class Role(str, Enum)`).
+    A value a codec decodes or copies holds enums of such classes only, so until then none of its items
+    equal to a str is anything but a str: ops compares the stored side's text without looking at types."""
+    return _text_enums
+
+
+def _note_class(cls: type) -> None:
+    global _text_enums
+    if not _text_enums and issubclass(cls, str):
+        _text_enums = True  # for good: classes stay in the registries
 
 
 class Codec:
@@ -131,6 +145,7 @@ class Codec:
         if known is not None and known is not cls:
             raise SerializationError((), f"two different classes are named {name}", name)
         self._classes[name] = cls
+        _note_class(cls)
 
     # -- encoding ---------------------------------------------------------------------------------
 
@@ -346,6 +361,7 @@ class Codec:
         known = self._classes.get(name)
         if known is None:
             self._classes[name] = cls
+            _note_class(cls)
         elif known is not cls:
             raise _Unencodable(f"two different classes are named {name}", name)
         _SAVED_IN_THIS_PROCESS.remember(name, cls)

@@ -19,7 +19,7 @@ from math import copysign
 from operator import attrgetter, ne, not_
 from typing import Any, NamedTuple
 
-from .codec import stored_clock, stored_fields, zone_name
+from .codec import stored_clock, stored_fields, text_enums_known, zone_name
 from .errors import PathError
 from .paths import Path, addressable
 
@@ -28,9 +28,12 @@ OPS = (SET, DELETE, APPEND, EXTEND, INCR, TRUNCATE)
 _MISSING: Any = object()
 _NAN: Any = object()  # stands for every NaN in `_nan_free`
 
-# Item types whose instances are == to no other type the codec decodes into (unlike int, float and bool).
+# Item types whose instances are == to no other type the codec decodes into (unlike int, float and bool),
+# and str too while no codec can make a str enum (codec.text_enums_known): one is == to its text.
 _EQUAL_ONLY_TO_ITSELF = frozenset({dict, list, str, tuple, type(None)})
-_SCALARS_EQUAL_ONLY_TO_THEMSELVES = frozenset({str, type(None)})
+_SCALARS_EQUAL_ONLY_TO_THEMSELVES = _TEXT_OR_NONE = frozenset({str, type(None)})
+_EQUAL_ONLY_TO_ITSELF_NOT_TEXT = _EQUAL_ONLY_TO_ITSELF - {str}
+_NONE = frozenset({type(None)})
 _DICT = frozenset({dict})
 _TEXT = frozenset({str})
 _SEQUENCES = frozenset({list, tuple})
@@ -62,6 +65,7 @@ def same(a: Any, b: Any) -> bool:
 
     Dicts are compared key by key: the order of their keys is not a value (see `edited_order`). Lists
     are compared with `==` plus `_same_types`, at C speed: a long conversation stays cheap to diff.
+    `a` is the stored side (a codec decoded or copied it: see `_same_types`), `b` the caller's.
     """
     if a is b:
         return True
@@ -72,14 +76,16 @@ def same(a: Any, b: Any) -> bool:
         if len(a) != len(b):
             return False
         text_keys = True
-        for key, value in a.items():
-            other = b.get(key, _MISSING)
-            if other is _MISSING:  # a NaN key finds no other NaN: only a key that is not text can be one
+        for key, other in b.items():  # the caller's keys: one may be a str enum found by its text
+            value = a.get(key, _MISSING)
+            if value is _MISSING:  # a NaN key finds no other NaN: only a key that is not text can be one
                 return type(key) is not str and _same_dicts_apart(a, b)
             if not same(value, other):
                 return False
             if type(key) is not str:
                 text_keys = False
+        if text_keys and text_enums_known():  # the stored side's keys can be str enums only then
+            text_keys = set(map(type, a)) <= _TEXT
         return text_keys or _same_members(a.keys(), b.keys())  # a key 1 found by 1.0 is a change
     if t is list or t is tuple:
         if len(a) != len(b):
@@ -295,16 +301,22 @@ def _same_types(head: list[Any], caller: list[Any]) -> bool:
     type, since nothing else the codec makes equals one (dicts, lists and tuples neither: for them the
     check goes on one level down). So the caller's side is looked at first, and the head's only where a
     level holds something else (a number, say), to compare types pairwise; the next level is the values of
-    the dicts and the items of the lists and tuples, paired in order. When a pair of dicts holds its keys
+    the dicts and the items of the lists and tuples, paired in order. A str enum equals its text, though:
+    once a codec of this process can make one (codec.text_enums_known), the head's side of text is looked
+    at too (its keys, and the types of a last level of text: all str or None, else a change).
+    When a pair of dicts holds its keys
     in different orders, or keys other than text, that level is compared exactly instead (`same`, pair by
     pair). Items of types whose `==` misses what the store keeps (floats, decimals, times, sets, objects)
     are checked per type by `_equal_values_same`, still without a Python call per item where it can be."""
+    text_enums = text_enums_known()
+    scalars = _NONE if text_enums else _SCALARS_EQUAL_ONLY_TO_THEMSELVES
+    alone = _EQUAL_ONLY_TO_ITSELF_NOT_TEXT if text_enums else _EQUAL_ONLY_TO_ITSELF
     while True:
         types = list(map(type, caller))
         kinds = _DICT if types.count(dict) == len(types) else set(types)  # a conversation: counting is cheaper
-        if kinds <= _SCALARS_EQUAL_ONLY_TO_THEMSELVES:  # a level of text: the common end
+        if kinds <= scalars:  # a level of text: the common end
             return True
-        paired = not kinds <= _EQUAL_ONLY_TO_ITSELF
+        paired = not kinds <= alone
         if paired and list(map(type, head)) != types:
             return False
         for t in kinds - _EXACT_BY_EQUALITY:  # floats, decimals, times, sets, objects
@@ -322,14 +334,22 @@ def _same_types(head: list[Any], caller: list[Any]) -> bool:
             lists_h, lists_c = _only(_SEQUENCES, types, head, caller)
         if dicts_c and not set(map(type, set().union(*dicts_c))) <= _TEXT:  # keys other than text: 1 == 1.0
             return all(map(same, head, caller))
-        below = list(chain(chain.from_iterable(map(dict.values, dicts_c)), chain.from_iterable(lists_c)))
+        if text_enums and dicts_h and not set(map(type, set().union(*dicts_h))) <= _TEXT:
+            return all(map(same, head, caller))
+        below = list(_below(dicts_c, lists_c))
         types_below = list(map(type, below))
-        if types_below.count(str) == len(types_below) or set(types_below) <= _SCALARS_EQUAL_ONLY_TO_THEMSELVES:
-            return True  # nothing below needs the head's side
+        text_below = types_below.count(str) == len(types_below) or set(types_below) <= _TEXT_OR_NONE
+        if text_below:  # nothing below needs the head's side, unless its text may be str enums: a change
+            return not text_enums or set(map(type, _below(dicts_h, lists_h))) <= _TEXT_OR_NONE
         if list(chain.from_iterable(dicts_h)) != list(chain.from_iterable(dicts_c)):  # the keys, in order
             return all(map(same, head, caller))
-        head = list(chain(chain.from_iterable(map(dict.values, dicts_h)), chain.from_iterable(lists_h)))
+        head = list(_below(dicts_h, lists_h))
         caller = below
+
+
+def _below(dicts: list[dict[Any, Any]], lists: list[Any]) -> Iterable[Any]:
+    """The next level down: the values of `dicts`, then the items of `lists` (and tuples)."""
+    return chain(chain.from_iterable(map(dict.values, dicts)), chain.from_iterable(lists))
 
 
 def _only(wanted: frozenset[type], types: list[type], head: list[Any], caller: list[Any]) -> tuple[list[Any], list[Any]]:

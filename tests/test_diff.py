@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import enum
 import os
 from pathlib import Path
 from typing import Any
@@ -385,6 +386,25 @@ def test_a_change_inside_a_dict_with_dollar_keys_is_a_change_of_that_dict(store:
         tx.set(("a", "new"), None)
     assert [(c.kind, c.path, c.old, c.new) for c in task.diff(1, 2)] == [
         ("changed", ("a",), {"$": None}, {"$": None, "new": None})]
+
+
+
+class Role(str, enum.Enum):
+    USER = "user"
+
+
+def test_a_str_enum_replaced_by_its_text_is_a_change(store: eventckpt.Store) -> None:
+    """diff names a str enum replaced by its text (equal by ==) inside a message, a list and as a dict key."""
+    task = store.stream("t")
+    task.save({"messages": [{"role": Role.USER, "content": "hi"}], "tags": [Role.USER], "by": {"user": 1}})
+    with task.transaction() as tx:  # written as given, whatever save() would have compared
+        tx.set(("messages", 0, "role"), "user")
+        tx.set(("tags", 0), "user")
+        tx.set("by", {Role.USER: 1})
+    assert strict_equal(task.state(2), {"messages": [{"role": "user", "content": "hi"}], "tags": ["user"], "by": {Role.USER: 1}})
+    expected = {("changed", ("messages", 0, "role")), ("changed", ("tags", 0)), ("changed", ("by",))}
+    assert {(c.kind, c.path) for c in task.diff(1, 2)} == expected
+    assert {(c.kind, c.path) for c in task.diff(1, live=task.state(2))} == expected
 
 
 def test_a_change_of_class_alone_is_a_change_where_the_classes_are_unknown(store_target: str) -> None:

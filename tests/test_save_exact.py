@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as dt
+import enum
 import zoneinfo
 from decimal import Decimal
 from typing import Any
@@ -125,6 +126,64 @@ def test_same_tells_lookalikes_apart(case: str) -> None:
     assert not ops.same(before, after) and not ops.same([before], [after])
     assert not ops.same([{"x": before}], [{"x": after}]) and not ops.same({"x": before}, {"x": after})
     assert ops.same(before, copy.deepcopy(before)) and ops.same([{"x": before}], [{"x": copy.deepcopy(before)}])
+
+
+
+class Role(str, enum.Enum):
+    USER = "user"
+
+
+@dataclasses.dataclass
+class Said:
+    role: Any
+    content: str = "hi"
+
+
+# where a value sits, for a str enum and its text (each == to the other, stored differently)
+TEXT_ENUM_PLACES = {
+    "dict value": lambda x: {"v": x},
+    "list item": lambda x: {"v": ["a", x, None]},
+    "tuple item": lambda x: {"v": ("a", x)},
+    "message in a conversation": lambda x: {"v": [{"role": "user", "content": "hi"}, {"role": x, "content": "yo"}]},
+    "message in a list of lists": lambda x: {"v": [[{"role": x}], ["b"]]},
+    "object field": lambda x: {"v": Said(x)},
+    "object field in a list": lambda x: {"v": [Said(x)]},
+    "dict key": lambda x: {"v": {x: 1}},
+    "dict key, nested": lambda x: {"v": {"k": {x: [1]}}},
+    "dict key in a message": lambda x: {"v": [{"role": "user"}, {x: "yo"}]},
+}
+
+
+@pytest.mark.parametrize("place", TEXT_ENUM_PLACES)
+@pytest.mark.parametrize("before, after", [(Role.USER, "user"), ("user", Role.USER)], ids=["enum to text", "text to enum"])
+def test_a_str_enum_replaced_by_its_text_is_saved(store: eventckpt.Store, place: str, before: Any, after: Any) -> None:
+    """A str enum replaced by its text (or the other way), in any place, is a change that save and diff see."""
+    task = store.stream("task-1")
+    task.save(TEXT_ENUM_PLACES[place](before))
+    task.save(TEXT_ENUM_PLACES[place](after))
+    assert strict_equal(task.state(2), TEXT_ENUM_PLACES[place](after))
+    assert strict_equal(task.state(1), TEXT_ENUM_PLACES[place](before)) and len(task.diff(1, 2).changed) == 1
+    task.save(TEXT_ENUM_PLACES[place](after))
+    assert len(task.diff(2, 3)) == 0 and task.events(3) == []  # and the same again is no change
+
+
+@pytest.mark.parametrize("place", TEXT_ENUM_PLACES)
+def test_a_str_enum_of_a_class_no_codec_knows_yet_is_saved(store: eventckpt.Store, place: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A str enum replacing its text is a change even when no codec of the process has met a str enum yet."""
+    task = store.stream("task-1")
+    task.save(TEXT_ENUM_PLACES[place]("user"))
+    monkeypatch.setattr(eventckpt.codec, "_text_enums", False)  # as in a process that never saw one
+    task.save(TEXT_ENUM_PLACES[place](Role.USER))
+    assert strict_equal(task.state(2), TEXT_ENUM_PLACES[place](Role.USER)) and task.events(2)
+
+
+def test_same_tells_a_str_enum_from_its_text_once_a_codec_knows_its_class() -> None:
+    """ops.same tells a str enum (on the stored side, made by a codec that knows its class) from its text."""
+    eventckpt.codec.Codec(types=[Role])
+    for make in TEXT_ENUM_PLACES.values():
+        assert not ops.same(make(Role.USER), make("user")) and not ops.same(make("user"), make(Role.USER))
+        assert ops.same(make(Role.USER), make(Role.USER)) and ops.same(make("user"), make("user"))
 
 
 def test_a_dict_whose_keys_change_keeps_the_order_it_was_given(store: eventckpt.Store, store_target: str) -> None:
