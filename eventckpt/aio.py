@@ -12,7 +12,8 @@
 
 Every call runs the synchronous store on one worker thread owned by this AsyncStore, so the event loop
 never blocks on SQLite and calls run in the order they were made. `save` takes the state when it is
-called and always commits it, even if the await is cancelled (see AsyncStore.save). Writers from other
+called and always commits it, even if the await is cancelled (see AsyncStore.save); any other call,
+once its coroutine has started, runs to the end too, a cancel stopping only the waiting. Writers from other
 threads, other AsyncStores and other processes wait for the write lock (BEGIN IMMEDIATE with a busy
 timeout) instead of failing with "database is locked".
 
@@ -102,7 +103,10 @@ class AsyncStore:
         return self._worker.submit(fn)
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await asyncio.wrap_future(self._submit(lambda: fn(*args, **kwargs)))
+        """Queue the call and await its outcome. Once queued it runs to the end, as a save does: a cancel
+        stops only the waiting (a delete, fork or prune could otherwise run or not depending on whether
+        the worker had started it, and the caller could not tell which)."""
+        return await _outcome(self._submit(lambda: fn(*args, **kwargs)))
 
     def _stream(self, session_id: str) -> CheckpointStore:
         return self.store.stream(check_task_id(session_id))

@@ -439,6 +439,31 @@ def test_a_save_commits_even_when_its_await_is_cancelled(store_target: str) -> N
     run(main())
 
 
+def test_a_started_call_runs_to_the_end_when_its_await_is_cancelled(store_target: str) -> None:
+    """A fork or delete whose coroutine started while the worker was busy still runs when its await is
+    cancelled or times out, as a save does: the caller knows it happened."""
+
+    async def main() -> None:
+        async with aio.open(store_target) as store:
+            await store.save("s", {"n": 1})
+            await store.save("gone", {"n": 1})
+            gate = threading.Event()
+            held = asyncio.ensure_future(store._run(gate.wait))  # the worker is busy: the calls below queue
+            await asyncio.sleep(0)
+            fork = asyncio.ensure_future(store.fork("s", new_session_id="s-fork"))
+            await asyncio.sleep(0)  # its coroutine has started: the fork is queued
+            fork.cancel()
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(store.delete("gone"), 0.01)
+            gate.set()
+            await held
+            with pytest.raises(asyncio.CancelledError):
+                await fork
+            assert sorted(await store.sessions()) == ["s", "s-fork"]
+
+    run(main())
+
+
 def test_digit_ids_are_version_numbers(store_target: str) -> None:
     """An id made only of digits is a version number: a caller id "3" stored by the sync save is not the
     checkpoint's id (its version is), so every id aio hands out loads and deletes that same checkpoint."""
