@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 import eventckpt
 
 from .conftest import RawSQL
+from .together import popen, start_together
 from eventckpt import ForkOrigin
 
 
@@ -123,8 +123,7 @@ def test_forks_across_reopen(store_target: str) -> None:
 
 
 # A process that forks stream `main` N times without naming the forks, once told to go (so that several
-# start together: it says "ready" when its store is open, and goes on the line it then reads), and prints
-# the names it got.
+# start together, tests/together.py), and prints the names it got.
 FORKER = """
 import sys, eventckpt
 target, forks = sys.argv[1], int(sys.argv[2])
@@ -136,25 +135,12 @@ with eventckpt.open(target, timeout=60) as store:
 """
 
 
-def start_together(procs: list[subprocess.Popen[str]]) -> list[tuple[str, str]]:
-    """Tell processes that said "ready" to go, all at once (a fixed moment on the clock would come before
-    a busy machine has started them); their (stdout, stderr) once they end."""
-    for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline() == "ready\n", proc.communicate(timeout=300)
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    return [p.communicate(timeout=300) for p in procs]
-
-
 def test_automatic_fork_names_never_collide_across_processes(store_target: str) -> None:
     """4 processes forking one stream 40 times each at once, without names: every fork is made (no
     StreamExistsError), each under its own name, and the names are main~1 .. main~160."""
     with eventckpt.open(store_target) as store:
         make_history(store, 2)
-    procs = [subprocess.Popen([sys.executable, "-c", FORKER, store_target, "40"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [popen([sys.executable, "-c", FORKER, store_target, "40"]) for _ in range(4)]
     outs = start_together(procs)
     assert [err for p, (_, err) in zip(procs, outs) if p.returncode] == []
     names = [name for out, _ in outs for name in out.split()]
@@ -198,8 +184,7 @@ def test_deleting_forks_while_another_process_prunes_the_tree(store_target: str)
     instead of deadlocking), and the root's state and the forks' absence are exact."""
     with eventckpt.open(store_target) as store:
         store.stream("root").save({"n": 0})
-    procs = [subprocess.Popen([sys.executable, "-c", DELETER_AND_PRUNER, store_target, role, "4"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for role in ("delete", "prune")]
+    procs = [popen([sys.executable, "-c", DELETER_AND_PRUNER, store_target, role, "4"]) for role in ("delete", "prune")]
     outs = start_together(procs)
     assert [(p.returncode, err) for p, (_, err) in zip(procs, outs)] == [(0, "")] * 2
     (deletes, delete_errors, _), (prunes, prune_errors, _) = [out.split(" ", 2) for out, _ in outs]

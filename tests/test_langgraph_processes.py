@@ -17,15 +17,17 @@ from eventckpt.errors import ConflictError
 from eventckpt.journal.postgres import PostgresJournal
 from eventckpt.langgraph import EventCkptSaver
 
+from .together import go, popen
+
 CHILD = """
-import operator, sys, time
+import operator, sys
 from typing import Annotated, TypedDict
 from langgraph.graph import END, START, StateGraph
 from eventckpt.errors import ConflictError
 from eventckpt.journal.postgres import PostgresJournal
 from eventckpt.langgraph import EventCkptSaver
 
-path, thread, steps, start_at, tag = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+path, thread, steps, together, tag = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "together", sys.argv[5]
 
 class Loop(TypedDict):
     messages: Annotated[list, operator.add]
@@ -39,10 +41,11 @@ graph = StateGraph(Loop)
 graph.add_node("agent", agent)
 graph.add_edge(START, "agent")
 graph.add_conditional_edges("agent", lambda s: "agent" if s["step"] < steps else END)
-while time.time() < start_at:  # start together
-    time.sleep(0.001)
 with EventCkptSaver(path, timeout=60) as saver:
     app = graph.compile(checkpointer=saver)
+    if together:  # tests/together.py
+        print("ready", flush=True)
+        sys.stdin.readline()
     config = {"configurable": {"thread_id": thread}, "recursion_limit": steps + 10}
     if len(sys.argv) > 6:  # go on from the given checkpoint with one more input
         config["configurable"]["checkpoint_id"] = sys.argv[6]
@@ -53,11 +56,10 @@ print(out["step"], len(out["messages"]))
 """
 
 
-def start(path: Path, thread: str, steps: int, at: float, tag: str, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(CHILD), str(path), thread, str(steps), str(at), tag, *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+def start(path: Path | str, thread: str, steps: int, tag: str, *extra: str, together: bool = False) -> subprocess.Popen[str]:
+    """A process running the graph on `thread` (if `together`, once told to go: tests/together.py)."""
+    return popen([sys.executable, "-c", textwrap.dedent(CHILD), str(path), thread, str(steps),
+                  "together" if together else "now", tag, *extra])
 
 
 def finish(procs: list[subprocess.Popen[str]]) -> list[str]:
@@ -73,8 +75,7 @@ def test_four_processes_run_graphs_on_one_file(tmp_path: Path) -> None:
     """Four processes each run a 40-step graph on their own thread at once: no busy error, nothing lost."""
     path = tmp_path / "shared.db"
     EventCkptSaver(path).close()  # create the file (and its schema) once
-    at = time.time() + 2.0
-    outs = finish([start(path, f"thread-{i}", 40, at, f"p{i}") for i in range(4)])
+    outs = finish(go([start(path, f"thread-{i}", 40, f"p{i}", together=True) for i in range(4)]))
     assert outs == ["40 40"] * 4
     with EventCkptSaver(path) as saver:
         for i in range(4):
@@ -87,12 +88,11 @@ def test_two_processes_racing_on_one_thread_fork_instead_of_clobbering(tmp_path:
     """Two processes continue the same checkpoint of one thread at once: both runs are kept whole, the
     later one on a fork; no checkpoint is overwritten."""
     path = tmp_path / "race.db"
-    finish([start(path, "t", 5, 0, "base")])
+    finish([start(path, "t", 5, "base")])
     with EventCkptSaver(path) as saver:
         base = saver.get_tuple({"configurable": {"thread_id": "t"}})
     base_id = base.config["configurable"]["checkpoint_id"]
-    at = time.time() + 2.0
-    outs = finish([start(path, "t", 30, at, tag, base_id) for tag in ("left", "right")])
+    outs = finish(go([start(path, "t", 30, tag, base_id, together=True) for tag in ("left", "right")]))
     assert outs == ["30 30", "30 30"]
     with EventCkptSaver(path) as saver:
         history = list(saver.list({"configurable": {"thread_id": "t"}}))
@@ -109,8 +109,9 @@ def test_two_processes_racing_on_one_thread_fork_instead_of_clobbering(tmp_path:
         assert len(streams) == 2  # the thread and one fork
 
 
-# Puts, round after round, a child of the thread's first checkpoint (each round starts at the same moment
-# in every process), as LangGraph does when several runs continue one checkpoint.
+# Puts, round after round, a child of the thread's first checkpoint (once told to go, tests/together.py;
+# then each round starts at the same moment in every process), as LangGraph does when several runs
+# continue one checkpoint.
 PUTTER = """
 import copy, sys, time
 from langgraph.checkpoint.base.id import uuid6
@@ -118,11 +119,14 @@ from eventckpt.errors import ConflictError
 from eventckpt.journal.postgres import PostgresJournal
 from eventckpt.langgraph import EventCkptSaver
 
-url, rounds, start_at, tag, parent = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+url, rounds, tag, parent = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 with EventCkptSaver(url, timeout=60) as saver:
     first = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": parent}})
+    print("ready", flush=True)
+    sys.stdin.readline()
+    start_at = time.monotonic()
     for r in range(rounds):
-        while time.time() < start_at + r * 0.3:
+        while time.monotonic() < start_at + r * 0.3:
             time.sleep(0.0005)
         cp = copy.deepcopy(first.checkpoint)
         cp["id"] = str(uuid6())
@@ -142,11 +146,7 @@ def test_four_processes_continuing_one_checkpoint_on_postgresql_all_land(pg_targ
         root["channel_values"], root["channel_versions"] = {"msgs": ["root"]}, {"msgs": saver.get_next_version(None, None)}
         saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, root, {"source": "input", "step": 0},
                   root["channel_versions"])
-    at = str(time.time() + 3.0)
-    procs = [subprocess.Popen([sys.executable, "-c", PUTTER, pg_target, "8", at, f"p{i}", root["id"]], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for i in range(4)]
-    errors = [err for proc in procs for _, err in [proc.communicate(timeout=300)] if proc.returncode]
-    assert errors == []
+    finish(go([popen([sys.executable, "-c", PUTTER, pg_target, "8", f"p{i}", root["id"]]) for i in range(4)]))
     with EventCkptSaver(pg_target) as saver:
         children = [t for t in saver.list({"configurable": {"thread_id": "t"}}) if t.checkpoint["id"] != root["id"]]
         assert sorted(t.checkpoint["channel_values"]["msgs"][-1] for t in children) == sorted(
@@ -159,7 +159,7 @@ def test_copy_thread_while_another_process_runs_it_copies_whole_checkpoints(pg_t
     """copy_thread of a thread another process is putting checkpoints into (PostgreSQL, many hosts) copies
     a consistent cut: every copied checkpoint has the state, parent and writes the source has for it."""
     EventCkptSaver(pg_target).close()
-    runner = start(pg_target, "src", 120, 0, "run")  # type: ignore[arg-type]
+    runner = start(pg_target, "src", 120, "run")
     copies = []
     with EventCkptSaver(pg_target) as saver:
         while runner.poll() is None:
@@ -187,10 +187,13 @@ from eventckpt.errors import ConflictError
 from eventckpt.journal.postgres import PostgresJournal
 from eventckpt.langgraph import EventCkptSaver
 
-url, rounds, start_at = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+url, rounds = sys.argv[1], int(sys.argv[2])
 with EventCkptSaver(url, timeout=60) as saver:
+    print("ready", flush=True)  # tests/together.py
+    sys.stdin.readline()
+    start_at = time.monotonic()
     for r in range(rounds):
-        while time.time() < start_at + r * 0.3:
+        while time.monotonic() < start_at + r * 0.3:
             time.sleep(0.0005)
         try:
             saver.copy_thread("src", f"dst-{r}")
@@ -203,11 +206,8 @@ with EventCkptSaver(url, timeout=60) as saver:
 def test_two_processes_copying_to_one_new_thread_one_wins(pg_target: str) -> None:
     """Two processes copy a thread to the same new thread at the same moment, round after round: one copy
     lands, the other is refused (the target already has checkpoints), and no stream of the loser is left."""
-    finish([start(pg_target, "src", 20, 0, "run")])  # type: ignore[arg-type]
-    at = str(time.time() + 3.0)
-    procs = [subprocess.Popen([sys.executable, "-c", COPIER, pg_target, "6", at], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = finish(procs)
+    finish([start(pg_target, "src", 20, "run")])
+    outs = finish(go([popen([sys.executable, "-c", COPIER, pg_target, "6"]) for _ in range(2)]))
     results = list(zip(*(out.split() for out in outs)))
     assert sorted(map(sorted, results)) == [["copied", "refused"]] * 6
     with EventCkptSaver(pg_target) as saver:
@@ -222,7 +222,7 @@ def test_prune_while_another_process_runs_the_thread_loses_no_checkpoint(pg_targ
     """prune("keep_latest") over and over while another process runs the thread (PostgreSQL): each prune
     either lands or is refused (ConflictError), and no checkpoint the run put after a prune is lost."""
     EventCkptSaver(pg_target).close()
-    runner = start(pg_target, "t", 120, 0, "run")  # type: ignore[arg-type]
+    runner = start(pg_target, "t", 120, "run")
     pruned = 0
     with EventCkptSaver(pg_target) as saver:
         while runner.poll() is None:
@@ -267,7 +267,7 @@ def test_a_put_committing_while_prune_swaps_is_not_lost(pg_target: str, monkeypa
     """A put another process commits just after prune("keep_latest") checked that the thread did not
     change (PostgreSQL) is not lost with the old tree: either prune sees it, or the put waits and lands
     after the prune, or it is refused; a put that returned a config can be read back."""
-    finish([start(pg_target, "t", 5, 0, "run")])  # type: ignore[arg-type]
+    finish([start(pg_target, "t", 5, "run")])
     putter = subprocess.Popen([sys.executable, "-c", LATE_PUTTER, pg_target], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert putter.stdout is not None and putter.stdin is not None
