@@ -602,7 +602,11 @@ class Stored:
 
 
 def _has_tags(text: str | bytes) -> bool:
-    return (_TAG_MARK in text) if isinstance(text, str) else (b'{"$' in text)
+    # A one-character search is a memchr, about 70x faster on long texts than the three-character one
+    # (whose first character, '{', starts every object); most texts hold no "$" at all.
+    if isinstance(text, str):
+        return "$" in text and _TAG_MARK in text
+    return b"$" in text and b'{"$' in text
 
 
 def _field_names(cls: type) -> list[str]:

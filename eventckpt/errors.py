@@ -30,11 +30,19 @@ class StreamExistsError(CheckpointError):
 
 
 class StreamInUseError(CheckpointError):
-    """A stream cannot be deleted while forks depend on its history."""
+    """A stream cannot be deleted while forks depend on its history, or while it holds a LangGraph
+    thread's checkpoints (`thread`: (thread id, namespace); the saver's delete_thread deletes those)."""
 
-    def __init__(self, task_id: str, forks: list[str]) -> None:
+    def __init__(self, task_id: str, forks: list[str], thread: tuple[str, str] | None = None) -> None:
         self.task_id = task_id
         self.forks = forks
+        self.thread = thread
+        if thread is not None:
+            super().__init__(
+                f"stream {task_id!r} holds LangGraph thread {thread[0]!r} (namespace {thread[1]!r}); "
+                "delete it with EventCkptSaver.delete_thread"
+            )
+            return
         super().__init__(
             f"stream {task_id!r} has forks {forks!r} that share its history; "
             "delete them first or pass forks=True"

@@ -163,6 +163,9 @@ class Store:
                     row = journal.stream(task_id)  # read again: it may have gone while the lock was awaited
                 if row is None:
                     return False
+                thread = journal.langgraph_thread_of(row.tree_id) if row.parent_id is None else None
+                if thread is not None:  # its namespace row and pending writes would be left pointing at nothing
+                    raise StreamInUseError(task_id, [], thread)
                 doomed = core.subtree(journal, row)
                 if len(doomed) > 1 and not forks:
                     raise StreamInUseError(task_id, [r.name for r in doomed[1:]])

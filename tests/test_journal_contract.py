@@ -5,6 +5,8 @@ itself, so a new engine has one place to start."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -186,3 +188,30 @@ def test_a_tree_lock_holds_writers_off_until_the_rewrite_ends(store: eventckpt.S
         journal.bump_generation(row.tree_id)
     thread.join(30)
     assert len(outcome) == 1 and isinstance(outcome[0], HistoryRewritten)
+
+
+def test_a_change_mark_stays_while_nothing_changes_and_moves_on_any_commit(store: eventckpt.Store,
+                                                                            store_target: str) -> None:
+    """change_mark is equal again while nothing is written, and moves on a commit of this session, on a
+    write rolled back, and on a commit of another process; inside a transaction it is None. An engine
+    that cannot tell (PostgreSQL) always answers None, so nothing is ever reused there."""
+    with store.core.session() as journal:
+        row = new_stream(journal, "s")
+        first = journal.change_mark()
+        if journal.kind == "postgresql":
+            assert first is None and journal.change_mark() is None
+            return
+        assert first is not None and journal.change_mark() == first
+        journal.append(commit(row, 1, [("set", "$.a", b"1")]))
+        own = journal.change_mark()
+        assert own != first and journal.change_mark() == own
+        with pytest.raises(RuntimeError), journal.write():
+            journal.create_stream("gone", now())
+            assert journal.change_mark() is None
+            raise RuntimeError("roll back")
+        rolled_back = journal.change_mark()
+        assert rolled_back != own
+        script = ("import sys, eventckpt\nwith eventckpt.open(sys.argv[1]) as s:\n"
+                  "    s.stream('s').save({'a': 2})\n")
+        subprocess.run([sys.executable, "-c", script, store_target], check=True, timeout=120)
+        assert journal.change_mark() not in (first, own, rolled_back)

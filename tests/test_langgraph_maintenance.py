@@ -139,6 +139,27 @@ def test_copy_thread_copies_forks_namespaces_and_writes(saver: EventCkptSaver) -
     assert view(saver, "dst2", None) == {}
 
 
+def test_deleting_a_threads_stream_through_the_store_is_refused(saver: EventCkptSaver) -> None:
+    """store.delete_stream of the stream holding a thread's checkpoints raises StreamInUseError naming the
+    thread (it used to fail on a foreign key on SQLite, and on PostgreSQL to leave the thread pointing at
+    nothing) and deletes nothing; a fork of the thread may still be deleted, and delete_thread works."""
+    line = [put(saver, "t", None, "R", 0)]
+    line.append(put(saver, "t", line[-1], "R", 1))
+    put(saver, "t", line[0], "F", 5)  # a second child of the first checkpoint: it goes on a fork
+    put(saver, "t", None, "C", 0, ns="child:1")
+    before = view(saver, "t", None)
+    root, fork = saver.store.streams()[0], saver.store.streams()[1]
+    for name, forks in ((root, False), (root, True)):
+        with pytest.raises(eventckpt.StreamInUseError) as caught:
+            saver.store.delete_stream(name, forks=forks)
+        assert caught.value.thread == ("t", "") and "delete_thread" in str(caught.value)
+    assert view(saver, "t", None) == before and saver.store.streams()[:2] == [root, fork]
+    assert saver.store.delete_stream(fork)
+    assert len(view(saver, "t", None)) == len(before) - 1
+    saver.delete_thread("t")
+    assert view(saver, "t", None) == {} and saver.store.streams() == []
+
+
 def test_a_rebuild_racing_another_writer_is_refused(saver: EventCkptSaver, monkeypatch: pytest.MonkeyPatch) -> None:
     """If another writer adds a checkpoint while prune rebuilds a namespace, prune raises ConflictError,
     the namespace keeps every checkpoint and the unfinished rebuild leaves nothing behind."""

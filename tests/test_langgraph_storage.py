@@ -214,18 +214,29 @@ def test_the_serde_sees_each_message_once(tmp_path: Path) -> None:
         assert len(lengths) > 40 and max(lengths) <= 2
 
 
+def traced(saver: EventCkptSaver) -> list[str]:
+    """The SQL statements the saver's connection runs from now on (until `untraced`)."""
+    statements: list[str] = []
+    saver.store.core.backend.journal.conn.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
+    return statements
+
+
+def untraced(saver: EventCkptSaver) -> None:
+    saver.store.core.backend.journal.conn.exec_trace = None
+
+
 def test_the_newest_checkpoint_is_read_from_memory_as_fresh_objects(saver: EventCkptSaver) -> None:
-    """Reading a thread's newest checkpoint runs one query and no restore, and hands out new objects each
-    time: changing what one read returned changes neither the store nor the next read."""
+    """Reading a thread's newest checkpoint runs one query and no restore (none at all when nothing changed
+    since the last read), and hands out new objects each time: changing what one read returned changes
+    neither the store nor the next read."""
     run(saver, 12)
     config = {"configurable": {"thread_id": "t"}}
+    statements = traced(saver)
     first = saver.get_tuple(config)
-    statements: list[str] = []
-    conn = saver.store.core.backend.journal.conn
-    conn.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
     second = saver.get_tuple(config)
-    conn.exec_trace = None
-    assert len(statements) == 1 and "langgraph_writes" in statements[0]
+    untraced(saver)
+    assert statements[0] == "PRAGMA data_version" and "langgraph_writes" in statements[1]
+    assert statements[2:] == ["PRAGMA data_version"]  # the second read: nothing changed, no lookup
     values = first.checkpoint["channel_values"]
     assert values == second.checkpoint["channel_values"] and values["messages"] is not second.checkpoint[
         "channel_values"]["messages"]
@@ -245,16 +256,64 @@ def test_an_older_checkpoint_reads_its_referred_writes_with_its_state(saver: Eve
     run(saver, 12)
     assert any('["@",' in row[0] for row in sql(saver.store.path, "SELECT writes FROM langgraph_writes"))
     listed = list(saver.list({"configurable": {"thread_id": "t"}}))
-    statements: list[str] = []
-    conn = saver.store.core.backend.journal.conn
-    conn.exec_trace = lambda cursor, query, bindings: statements.append(query) or True
+    statements = traced(saver)
     read = [saver.get_tuple(t.config) for t in listed[1:]]
-    conn.exec_trace = None
+    untraced(saver)
     assert not any("LEFT JOIN events" in q or "FROM streams WHERE name" in q for q in statements)
     for got, want in zip(read, listed[1:], strict=True):
         assert got is not None and got.pending_writes == want.pending_writes
         assert got.checkpoint["channel_values"] == want.checkpoint["channel_values"]
     assert any(got.pending_writes for got in read)
+
+
+# Continues thread "t" of the file by one invoke of `steps` steps, or (with "writes") puts one pending write
+# on its newest checkpoint, from another process.
+OTHER_WRITER = """
+import sys
+from eventckpt.langgraph import EventCkptSaver
+from tests.test_langgraph_storage import agent_graph
+path, what = sys.argv[1], sys.argv[2]
+with EventCkptSaver(path) as saver:
+    config = {"configurable": {"thread_id": "t"}}
+    if what == "writes":
+        saver.put_writes(saver.get_tuple(config).config, [("log", {"n": -1, "text": "late"})], "task-x")
+    else:
+        app = agent_graph(int(what)).compile(checkpointer=saver)
+        app.invoke({"log": []}, {**config, "recursion_limit": 50})
+"""
+
+
+def test_a_newest_read_sees_every_change_since_the_last_one(saver: EventCkptSaver) -> None:
+    """The newest checkpoint read again after another process put checkpoints, after another process put a
+    pending write on it, and after another saver on the same store (the same connection) wrote, is what a
+    fresh saver reads: the skipped lookup (nothing changed) is never taken when anything did."""
+    run(saver, 3)
+    config = {"configurable": {"thread_id": "t"}}
+    path = str(saver.store.path)
+
+    def fresh() -> Any:
+        with EventCkptSaver(path) as other:
+            return other.get_tuple(config)
+
+    def same(got: Any, want: Any) -> bool:
+        return (got.config, got.checkpoint, got.metadata, got.pending_writes) == (
+            want.config, want.checkpoint, want.metadata, want.pending_writes)
+
+    before = saver.get_tuple(config)
+    assert saver.get_tuple(config).checkpoint["channel_values"]["step"] == 3
+    for what in ("6", "writes"):
+        done = subprocess.run([sys.executable, "-c", OTHER_WRITER, path, what], capture_output=True, text=True,
+                              timeout=120, cwd=Path(__file__).parent.parent)
+        assert done.returncode == 0, done.stderr
+        got = saver.get_tuple(config)
+        assert same(got, fresh()) and not same(got, before)
+        before = got
+    assert got.pending_writes[-1][1:] == ("log", {"n": -1, "text": "late"})
+    sharing = EventCkptSaver(saver.store)  # a second saver on the same store: the same connection
+    sharing.put_writes(got.config, [("log", {"n": -2, "text": "mine"})], "task-y")
+    assert saver.get_tuple(config).pending_writes[-1][1:] == ("log", {"n": -2, "text": "mine"})
+    sharing.delete_thread("t")
+    assert saver.get_tuple(config) is None
 
 
 def test_reading_the_newest_checkpoint_while_a_graph_runs_sees_whole_states(saver: EventCkptSaver) -> None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -70,6 +70,14 @@ class Journal(ABC):
     @abstractmethod
     def in_transaction(self) -> bool:
         """Whether a transaction (read, write or batch) is open on this session."""
+
+    def change_mark(self) -> Hashable | None:
+        """Outside a transaction: a value that is equal to an earlier one of this session only if nothing
+        in the store changed in between (a commit of this or any other session, in any process), so a
+        result read right after it may be reused while the mark stays equal. None when the engine cannot
+        tell (then nothing may be reused). Costs far less than a query; a mark that moves without a
+        change only costs a read."""
+        return None
 
     # -- streams ----------------------------------------------------------------------------------
 
@@ -414,6 +422,10 @@ class Journal(ABC):
     @abstractmethod
     def langgraph_trees(self, thread_id: str) -> list[tuple[str, StreamRow]]:
         """(namespace, root stream) of every namespace of a thread."""
+
+    @abstractmethod
+    def langgraph_thread_of(self, tree_id: int) -> tuple[str, str] | None:
+        """(thread id, namespace) whose checkpoints the tree holds, or None."""
 
     @abstractmethod
     def langgraph_set_tree(self, thread_id: str, checkpoint_ns: str, tree_id: int, replaces: int | None = None) -> bool:

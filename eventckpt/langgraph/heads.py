@@ -43,8 +43,11 @@ class Blob:
             self.size = len(self.body)
 
     def value(self, serde: Any) -> Any:
-        body = self.body[: self.size] if type(self.body) is bytearray else self.body
-        data = body if self.count is None else array_header(self.count) + body
+        # One copy of a list's bytes, not two: a fresh buffer of hundreds of kilobytes costs a page fault
+        # per 4 KiB once the allocator has given its memory back (as it has after other work). join()
+        # reads the bytearray whole under the GIL, so a put extending it meanwhile cannot interleave.
+        body = self.body if len(self.body) == self.size else self.body[: self.size]
+        data = body if self.count is None else b"".join((array_header(self.count), body))
         if self.kind == PLAIN:
             return ormsgpack.unpackb(data)
         return serde.loads_typed((self.kind, bytes(data)))

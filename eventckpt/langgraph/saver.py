@@ -18,7 +18,7 @@ import contextlib
 import os
 import re
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -60,6 +60,7 @@ from .writes import TaskWrites, Write, encode_writes, is_reference, parse_row, r
 
 _CHUNK = 256  # checkpoints whose states one listing builds at once (memory stays bounded)
 _ATTEMPTS = 6
+_ROWS_SEEN = 256  # newest-checkpoint lookups remembered (rows are small: no checkpoint values)
 # A LangGraph step changes a few small channels besides the appended message (shared by snapshots), so
 # the default 64 kB tail would mean ~80 steps to replay on a restore; 16 kB keeps it near 20 steps for
 # about 2% more file.
@@ -109,6 +110,9 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         # catches any other writer in between.
         self._memory = Memory()
         self._heads = Heads()
+        # The row of each (thread, namespace, id or None) newest-checkpoint lookup, with the store's change
+        # mark it was read at: get_state, asked again with nothing written in between, skips the query.
+        self._newest_rows: dict[tuple[str, str, str | None], tuple[Hashable, list[LangGraphRow]]] = {}
 
     def close(self) -> None:
         """Close the store if this saver opened it."""
@@ -128,6 +132,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
     def _forget(self) -> None:
         self._memory.forget()
         self._heads.clear()
+        self._newest_rows.clear()
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -149,9 +154,19 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                         return None
                     read = self._read(rows, items, proven)
             return self._build(rows, *read, items)[0]
+        key = (thread_id, ns, checkpoint_id)
         with self.store.core.session() as journal:
-            rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id,
-                                                 limit=1)
+            mark = journal.change_mark()
+            seen = self._newest_rows.get(key)
+            if mark is not None and seen is not None and seen[0] == mark:
+                rows = seen[1]  # nothing in the store changed since this very query ran
+            else:
+                rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns,
+                                                     checkpoint_id=checkpoint_id, limit=1)
+                if mark is not None:
+                    if len(self._newest_rows) >= _ROWS_SEEN:
+                        self._newest_rows.clear()
+                    self._newest_rows[key] = (mark, rows)
         if not rows:
             return None
         row = rows[0]

@@ -73,6 +73,10 @@ class LangGraphTables(Engine):
             (thread_id,))
         return [(r[0], StreamRow(*r[1:])) for r in rows]
 
+    def langgraph_thread_of(self, tree_id: int) -> tuple[str, str] | None:
+        row = self._one("SELECT thread_id, checkpoint_ns FROM eventckpt.langgraph_threads WHERE tree_id = %s", (tree_id,))
+        return (row[0], row[1]) if row else None
+
     def langgraph_set_tree(self, thread_id: str, checkpoint_ns: str, tree_id: int, replaces: int | None = None) -> bool:
         if replaces is None:
             return self._run("INSERT INTO eventckpt.langgraph_threads (thread_id, checkpoint_ns, tree_id) VALUES (%s, %s, %s)"

@@ -3,9 +3,10 @@ errors are translated, and the plumbing (statements, transactions) the table mix
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
@@ -109,12 +110,16 @@ def remove_wal_files(path: str, vfs: str | None) -> None:
         pass  # a read-only directory or file, or a busy writer: the files stay, and harm nothing
 
 
+_SERIALS = itertools.count()  # one per connection of the process (change marks)
+
+
 class Engine:
     """One connection's plumbing: statements with translated errors, transactions, the ladder."""
 
     def __init__(self, conn: apsw.Connection, path: str) -> None:
         self.conn = conn
         self.path = path
+        self._serial = next(_SERIALS)
         self._depth = 0
         # The file's generation as this connection last read or set it, and the data version it read it
         # at (inside a transaction): while no other connection commits, it cannot move.
@@ -154,6 +159,19 @@ class Engine:
     @property
     def in_transaction(self) -> bool:
         return self._depth > 0
+
+    def change_mark(self) -> Hashable | None:
+        # PRAGMA data_version moves on another connection's commit (its statement starts a read, so the
+        # pager looks at the file); the file-control data version and total_changes() move on this
+        # connection's own writes, committed or not. The connection's serial keeps marks of two
+        # connections apart.
+        if self._depth:
+            return None  # a transaction's own writes may still be rolled back
+        try:
+            (external,) = self.conn.execute("PRAGMA data_version").fetchone()
+        except apsw.Error as exc:
+            self._fail(exc, "PRAGMA data_version")
+        return (self._serial, external, self.conn.data_version(), self.conn.total_changes())
 
     @property
     def batching(self) -> bool:

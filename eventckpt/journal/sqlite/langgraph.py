@@ -64,6 +64,10 @@ class LangGraphTables(Engine):
         )
         return [(r[0], StreamRow(*r[1:])) for r in rows]
 
+    def langgraph_thread_of(self, tree_id: int) -> tuple[str, str] | None:
+        row = self._one("SELECT thread_id, checkpoint_ns FROM langgraph_threads WHERE tree_id = ?", (tree_id,))
+        return (row[0], row[1]) if row else None
+
     def langgraph_set_tree(self, thread_id: str, checkpoint_ns: str, tree_id: int, replaces: int | None = None) -> bool:
         """Point a thread's namespace at a stream tree: a new row when `replaces` is None, else only if it
         still points at `replaces`. False when that did not hold (someone else changed it)."""
