@@ -50,7 +50,7 @@ from .mixin import Checkpointable, Migrations, default_migrations, register_migr
 from .autosave import checkpoint  # noqa: E402  (the decorator; the module is eventckpt.checkpoint)
 from .conventions import meta  # noqa: E402
 from .context import Context, ContextState  # noqa: E402
-from .errors import RollbackError, VersionInUseError  # noqa: E402
+from .errors import RollbackError, UndoNotRecordedError, VersionInUseError  # noqa: E402
 from .retention import Pruned  # noqa: E402
 from .tools import ToolCall, ToolRegistry, UndoReport  # noqa: E402
 from . import aio  # noqa: E402
@@ -109,6 +109,7 @@ __all__ += [  # agent integrations
     "RollbackError",
     "ToolCall",
     "ToolRegistry",
+    "UndoNotRecordedError",
     "UndoReport",
     "VersionInUseError",
     "aio",

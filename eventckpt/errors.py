@@ -230,6 +230,26 @@ class RollbackError(CheckpointError):
         )
 
 
+class UndoNotRecordedError(CheckpointError):
+    """undo_tools ran reverses, then could not commit the version recording them (`cause`). Nothing can
+    take a reverse back, and an unrecorded one would run again at the next undo: record `records` (the
+    undo records, tool calls) yourself once the store can be written, with `metadata` as the version's
+    metadata. `report` is the UndoReport of what ran."""
+
+    def __init__(self, task_id: str, report: Any, records: list[Any], metadata: dict[str, Any],
+                 cause: BaseException) -> None:
+        self.task_id = task_id
+        self.report = report
+        self.records = records
+        self.metadata = metadata
+        self.cause = cause
+        super().__init__(
+            f"stream {task_id!r}: {len(report.undone)} reverse(s) ran but their {len(records)} undo record(s) "
+            f"were not written ({type(cause).__name__}: {cause}); write them from this error's `records`, "
+            "or the next undo_tools runs those reverses again"
+        )
+
+
 class VersionInUseError(CheckpointError):
     """A version cannot be removed: it is the stream's head, or forks branch from it."""
 

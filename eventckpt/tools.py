@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .checks import MAX_NAME, plain_text
-from .errors import InvalidArgumentError, SerializationError
+from .errors import InvalidArgumentError, SerializationError, UndoNotRecordedError
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
@@ -170,8 +170,10 @@ def undo_tools(stream: CheckpointStore, since_version: int, registry: ToolRegist
     reverse (and each failure) as a tool call in one new version whose state is unchanged.
 
     A reverse has a side effect nobody can take back, so nothing may stop its record from being written
-    (the next undo would run it again): the store is checked writable before any reverse runs, and a
-    result the codec cannot store is recorded as `unstored_result(...)` (listed in `report.unstored`)."""
+    (the next undo would run it again): the store is checked writable before any reverse runs, a result
+    the codec cannot store is recorded as `unstored_result(...)` (listed in `report.unstored`), and when
+    the commit still fails (the store busy past its timeout, the disk full, the server gone, the stream
+    deleted) UndoNotRecordedError carries the records to write once it can be."""
     if type(since_version) is not int or since_version < 0:
         raise InvalidArgumentError("since_version", since_version, "must be a non-negative int")
     if not isinstance(registry, ToolRegistry):
@@ -210,9 +212,12 @@ def undo_tools(stream: CheckpointStore, since_version: int, registry: ToolRegist
         summary = {"since": since_version, "undone": [c.call_id for c in report.undone],
                    "failed": [c.call_id for c, _ in report.failed],
                    "irreversible": [c.call_id for c in report.irreversible]}
-        with stream.transaction(metadata={"undo_tools": summary}) as tx:  # no state change: no events
-            for record in records:
-                tx.tool_call(record)
+        try:
+            with stream.transaction(metadata={"undo_tools": summary}) as tx:  # no state change: no events
+                for record in records:
+                    tx.tool_call(record)
+        except Exception as exc:  # the reverses ran: whatever stopped the commit, hand over their records
+            raise UndoNotRecordedError(stream.task_id, report, records, {"undo_tools": summary}, exc) from exc
         report.checkpoint = tx.checkpoint
     return report
 

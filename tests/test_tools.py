@@ -217,3 +217,35 @@ def test_undo_on_a_read_only_store_runs_no_reverse(store_target: str) -> None:
     assert ran == []
     with eventckpt.open(store_target) as store:
         assert store.stream("agent").undo_tools(since_version=0, registry=tools).ok and ran == [3]
+
+
+def test_undo_whose_record_cannot_be_written_hands_the_records_over(store_target: str) -> None:
+    """When the commit recording the reverses fails after they ran (here the store was closed meanwhile),
+    UndoNotRecordedError carries the report and the undo records, and nothing is written; once those
+    records are written from the error, the next undo_tools skips the calls instead of reversing them
+    again."""
+    ran: list[int] = []
+    tools = ToolRegistry()
+    with eventckpt.open(store_target) as store:
+        def refund(args: dict[str, Any], result: Any) -> str:
+            ran.append(args["order"])
+            store.close()  # e.g. the application shutting down on another thread
+            return f"refunded {args['order']}"
+
+        tools.register("charge", lambda order: order, reverse=refund)
+        store.stream("agent").save({"step": 1}, tool_calls=[tools.call("charge", order=3)])
+        stream = store.stream("agent")
+        with pytest.raises(eventckpt.UndoNotRecordedError) as caught:
+            stream.undo_tools(since_version=0, registry=tools)
+    error = caught.value
+    assert ran == [3] and isinstance(error.cause, eventckpt.StoreClosedError)
+    assert [c.name for c in error.report.undone] == ["charge"] and error.report.checkpoint is None
+    assert [(r.undoes, r.result) for r in error.records] == [(error.report.undone[0].call_id, "refunded 3")]
+    with eventckpt.open(store_target) as store:
+        stream = store.stream("agent")
+        assert stream.version == 1  # nothing was written
+        with stream.transaction(metadata=error.metadata) as tx:
+            for record in error.records:
+                tx.tool_call(record)
+        again = stream.undo_tools(since_version=0, registry=tools)
+        assert ran == [3] and [c.name for c in again.skipped] == ["charge"] and again.undone == []
