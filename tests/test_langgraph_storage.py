@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import operator
 import re
@@ -19,6 +20,7 @@ from langgraph.graph import StateGraph
 from langgraph.graph.message import add_messages
 
 from eventckpt.langgraph import EventCkptSaver
+from eventckpt.langgraph.puts import Channel
 from tests.langgraph_graphs import looping
 
 
@@ -212,6 +214,37 @@ def test_the_serde_sees_each_message_once(tmp_path: Path) -> None:
         final = run(saver, 40)
         assert len(final["messages"]) == 41
         assert len(lengths) > 40 and max(lengths) <= 2
+
+
+def kept_by_saver(obj: Any) -> bool:
+    """Whether the saver's memory of a thread (a puts.Channel) holds `obj`."""
+    return any(isinstance(r, Channel) for r in gc.get_referrers(obj))
+
+
+def test_only_a_runs_read_keeps_the_lists_it_hands_out(tmp_path: Path) -> None:
+    """get_state's read of the newest checkpoint keeps none of the objects it hands out (they die with the
+    caller's snapshot, and the saver holds no state in memory for it), first read or cached; the read a
+    graph's run makes, with LangGraph's own config, keeps its lists: their identity tells the run's puts
+    that a list only grew."""
+    path = tmp_path / "agent.db"
+    with EventCkptSaver(path) as saver:
+        run(saver, 3)
+    with EventCkptSaver(path) as saver:
+        config = {"configurable": {"thread_id": "t"}}
+        app = agent_graph(4).compile(checkpointer=saver)
+        for _ in range(2):  # the first read fills the cache, the second copies from it
+            messages = app.get_state(config).values["messages"]
+            assert len(messages) == 4 and not kept_by_saver(messages)
+        seen: list[Any] = []
+        read = saver.get_tuple
+        saver.get_tuple = lambda c: seen.append(c) or read(c)  # type: ignore[method-assign]
+        app.invoke(None, config)
+        del saver.get_tuple
+        run_config = seen[0]  # what LangGraph's loop passed
+        assert run_config["configurable"] != config["configurable"]
+        for _ in range(2):
+            messages = saver.get_tuple(run_config).checkpoint["channel_values"]["messages"]
+            assert kept_by_saver(messages)
 
 
 def traced(saver: EventCkptSaver) -> list[str]:

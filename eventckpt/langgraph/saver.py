@@ -171,13 +171,17 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             return None
         row = rows[0]
         entry = self._heads.get(row.stream_id, row.version)
+        # A graph's run reads the checkpoint it continues with LangGraph's run keys in its config, and its
+        # lists start with the objects handed out: kept, they let its puts see a list only grew. A plain
+        # read (get_state) keeps nothing: its objects die with the caller's, and memory holds no state.
+        run = any(type(k) is str and k.startswith("__pregel_") for k in config.get("configurable", {}))
         if entry is None:
-            return next(self._tuples(rows, newest=checkpoint_id is None))
+            return next(self._tuples(rows, newest=checkpoint_id is None, keep=run))
         values = self._values
         record, writes = self.store.codec.decode_many([row.metadata or "{}", row.writes or "[]"])
         channels = entry.values(values.serde)
-        # when it is the newest checkpoint, a run continuing it starts its lists with these objects
-        self._memory.handed_out((thread_id, ns), row.checkpoint_id, row.stream_id, channels)
+        if run:
+            self._memory.handed_out((thread_id, ns), row.checkpoint_id, row.stream_id, channels)
         return self._tuple(row, channels, record, writes, values, self._references([row], [writes]))
 
     def list(
@@ -223,12 +227,14 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             out.append((to_text(("metadata", *key.split("."))), self.store.codec.encode_text(value)))
         return out
 
-    def _tuples(self, rows: Sequence[LangGraphRow], newest: bool = False) -> Iterator[CheckpointTuple]:
-        """The rows' tuples, a chunk at a time (`newest`: the thread's newest checkpoint, to cache)."""
+    def _tuples(self, rows: Sequence[LangGraphRow], newest: bool = False, keep: bool = False,
+                ) -> Iterator[CheckpointTuple]:
+        """The rows' tuples, a chunk at a time (`newest`: the thread's newest checkpoint, to cache; `keep`:
+        and remember the values handed out, for the run continuing it)."""
         items: dict[int, tuple[Any, Any]] = {}  # decoded serde list items, shared by the whole listing
         for start in range(0, len(rows), _CHUNK):
             chunk = rows[start : start + _CHUNK]
-            yield from self._build(chunk, *self._read(chunk, items), items, newest)
+            yield from self._build(chunk, *self._read(chunk, items), items, newest, keep)
 
     def _read(self, chunk: Sequence[LangGraphRow], items: dict[int, tuple[Any, Any]], proven: bool = False,
               ) -> tuple[dict[tuple[str, int], dict[str, Any]], builtins.list[Any], dict[int, Any]]:
@@ -250,7 +256,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
 
     def _build(self, chunk: Sequence[LangGraphRow], states: Mapping[tuple[str, int], dict[str, Any]],
                decoded: builtins.list[Any], references: Mapping[int, Any], items: dict[int, tuple[Any, Any]],
-               newest: bool = False) -> builtins.list[CheckpointTuple]:
+               newest: bool = False, keep: bool = False) -> builtins.list[CheckpointTuple]:
         """The chunk's tuples from what `_read` returned, its channel values decoded by the serde."""
         values = self._values
         tuples = []
@@ -259,7 +265,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                 stored = _stored_channels(states[(row.stream, row.version)])
                 channels = {name: values.decode(value, encoding, items) for name, (value, encoding) in stored.items()}
                 if newest:
-                    self._remember(row, stored, writes, channels)
+                    self._remember(row, stored, writes, channels if keep else {})
                 tuples.append(self._tuple(row, channels, record, writes, values, references))
         return tuples
 
