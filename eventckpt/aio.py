@@ -46,7 +46,8 @@ from . import store as _store
 from .checkpoint import Checkpoint
 from .diffing import Diff
 from .query import HistoryEntry
-from .errors import InvalidArgumentError, StoreClosedError, StreamNotFoundError, VersionNotFoundError
+from .errors import (InvalidArgumentError, StoreClosedError, StreamInUseError, StreamNotFoundError,
+                     VersionNotFoundError)
 from .mixin import Migrations
 from .retention import Pruned
 from .store import Store
@@ -212,14 +213,19 @@ class AsyncStore:
         return await self._run(delete_one)
 
     async def clear_all(self) -> int:
-        """Delete every session; returns how many there were."""
+        """Delete every session (forks included); returns how many streams were deleted. The streams of a
+        LangGraph thread sharing the store are not sessions: they stay (the saver's delete_thread)."""
         def clear() -> int:
             names = self.store.streams()
             for name in names:
                 stream = self.store.stream(name)
                 if stream.exists() and stream.parent is None:  # a root takes its forks with it
-                    self.store.delete_stream(name, forks=True)
-            return len(names)
+                    try:
+                        self.store.delete_stream(name, forks=True)
+                    except StreamInUseError as exc:
+                        if exc.thread is None:
+                            raise
+            return len(names) - len(self.store.streams())
 
         return await self._run(clear)
 

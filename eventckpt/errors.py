@@ -234,7 +234,9 @@ class UndoNotRecordedError(CheckpointError):
     """undo_tools ran reverses, then could not commit the version recording them (`cause`). Nothing can
     take a reverse back, and an unrecorded one would run again at the next undo: record `records` (the
     undo records, tool calls) yourself once the store can be written, with `metadata` as the version's
-    metadata. `report` is the UndoReport of what ran."""
+    metadata. `report` is the UndoReport of what ran. `committed` is None when the commit may have
+    landed after all (a PostgreSQL connection lost during it): look for the records' call ids in
+    `tool_calls()` before writing them."""
 
     def __init__(self, task_id: str, report: Any, records: list[Any], metadata: dict[str, Any],
                  cause: BaseException) -> None:
@@ -243,10 +245,12 @@ class UndoNotRecordedError(CheckpointError):
         self.records = records
         self.metadata = metadata
         self.cause = cause
+        self.committed: bool | None = getattr(cause, "committed", False)
+        maybe = " (it may have committed: check tool_calls() first)" if self.committed is None else ""
         super().__init__(
-            f"stream {task_id!r}: {len(report.undone)} reverse(s) ran but their {len(records)} undo record(s) "
-            f"were not written ({type(cause).__name__}: {cause}); write them from this error's `records`, "
-            "or the next undo_tools runs those reverses again"
+            f"stream {task_id!r}: {len(records)} undo record(s) ({len(report.undone)} reverse(s) ran, "
+            f"{len(report.failed)} failed) were not written{maybe} ({type(cause).__name__}: {cause}); write "
+            "them from this error's `records`, or the next undo_tools runs those reverses again"
         )
 
 

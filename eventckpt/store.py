@@ -150,7 +150,8 @@ class Store:
 
     def delete_stream(self, task_id: str, *, forks: bool = False) -> bool:
         """Delete a stream and its history; False when there was none. A stream whose history forks
-        still share is kept (StreamInUseError) unless `forks=True`, which deletes them too."""
+        still share is kept (StreamInUseError) unless `forks=True`, which deletes them too. A stream of a
+        LangGraph thread is kept (StreamInUseError with `.thread`): EventCkptSaver.delete_thread deletes it."""
         check_task_id(task_id)
         if type(forks) is not bool:
             raise InvalidArgumentError("forks", forks, "must be a bool")
@@ -163,7 +164,7 @@ class Store:
                     row = journal.stream(task_id)  # read again: it may have gone while the lock was awaited
                 if row is None:
                     return False
-                thread = journal.langgraph_thread_of(row.tree_id) if row.parent_id is None else None
+                thread = journal.langgraph_thread_of(row.tree_id)
                 if thread is not None:  # its namespace row and pending writes would be left pointing at nothing
                     raise StreamInUseError(task_id, [], thread)
                 doomed = core.subtree(journal, row)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -139,23 +140,32 @@ def test_copy_thread_copies_forks_namespaces_and_writes(saver: EventCkptSaver) -
     assert view(saver, "dst2", None) == {}
 
 
-def test_deleting_a_threads_stream_through_the_store_is_refused(saver: EventCkptSaver) -> None:
-    """store.delete_stream of the stream holding a thread's checkpoints raises StreamInUseError naming the
-    thread (it used to fail on a foreign key on SQLite, and on PostgreSQL to leave the thread pointing at
-    nothing) and deletes nothing; a fork of the thread may still be deleted, and delete_thread works."""
+def test_deleting_a_threads_stream_through_the_store_is_refused(saver: EventCkptSaver, store_target: str) -> None:
+    """store.delete_stream of a stream holding a thread's checkpoints (its root or a fork the saver made)
+    raises StreamInUseError naming the thread and deletes nothing (it used to fail on a foreign key on
+    SQLite, to leave the thread pointing at nothing on PostgreSQL, and for a fork to leave its pending
+    writes behind); the async API's clear_all leaves the thread alone; delete_thread deletes it."""
     line = [put(saver, "t", None, "R", 0)]
     line.append(put(saver, "t", line[-1], "R", 1))
     put(saver, "t", line[0], "F", 5)  # a second child of the first checkpoint: it goes on a fork
     put(saver, "t", None, "C", 0, ns="child:1")
-    before = view(saver, "t", None)
-    root, fork = saver.store.streams()[0], saver.store.streams()[1]
-    for name, forks in ((root, False), (root, True)):
+    saver.store.stream("session").save({"a": 1})
+    before, streams = view(saver, "t", None), saver.store.streams()
+    rows = journal_rows(store_target)["langgraph_writes"]
+    root, fork, child = streams[0], streams[1], streams[2]
+    for name, forks, thread in ((root, False, ("t", "")), (root, True, ("t", "")), (fork, False, ("t", "")),
+                                (child, True, ("t", "child:1"))):
         with pytest.raises(eventckpt.StreamInUseError) as caught:
             saver.store.delete_stream(name, forks=forks)
-        assert caught.value.thread == ("t", "") and "delete_thread" in str(caught.value)
-    assert view(saver, "t", None) == before and saver.store.streams()[:2] == [root, fork]
-    assert saver.store.delete_stream(fork)
-    assert len(view(saver, "t", None)) == len(before) - 1
+        assert caught.value.thread == thread and "delete_thread" in str(caught.value)
+    assert view(saver, "t", None) == before and saver.store.streams() == streams
+    assert journal_rows(store_target)["langgraph_writes"] == rows
+
+    async def clear() -> int:
+        async with eventckpt.aio.open(store_target) as shared:
+            return await shared.clear_all()
+
+    assert asyncio.run(clear()) == 1 and saver.store.streams() == streams[:3]
     saver.delete_thread("t")
     assert view(saver, "t", None) == {} and saver.store.streams() == []
 

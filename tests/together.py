@@ -5,6 +5,7 @@ happen (the test would still pass, proving nothing)."""
 
 from __future__ import annotations
 
+import select
 import subprocess
 
 
@@ -16,7 +17,12 @@ def popen(args: list[str]) -> subprocess.Popen[str]:
 def go(procs: list[subprocess.Popen[str]]) -> list[subprocess.Popen[str]]:
     """Tell processes that said "ready" to go, all at once; the processes."""
     for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline() == "ready\n", proc.communicate(timeout=300)
+        assert proc.stdout is not None
+        if not select.select([proc.stdout], [], [], 300)[0]:  # a child stuck before "ready" fails the test
+            for other in procs:
+                other.kill()
+            raise AssertionError(f"no 'ready' from {proc.args!r} in 300 s")
+        assert proc.stdout.readline() == "ready\n", proc.communicate(timeout=300)
     for proc in procs:
         assert proc.stdin is not None
         proc.stdin.write("go\n")

@@ -43,11 +43,16 @@ class Blob:
             self.size = len(self.body)
 
     def value(self, serde: Any) -> Any:
-        # One copy of a list's bytes, not two: a fresh buffer of hundreds of kilobytes costs a page fault
-        # per 4 KiB once the allocator has given its memory back (as it has after other work). join()
-        # reads the bytearray whole under the GIL, so a put extending it meanwhile cannot interleave.
-        body = self.body if len(self.body) == self.size else self.body[: self.size]
-        data = body if self.count is None else b"".join((array_header(self.count), body))
+        if self.count is None:
+            data = bytes(self.body[: self.size]) if type(self.body) is bytearray else self.body
+        else:
+            # One copy of a list's bytes, not two (slice, then concatenate): a fresh buffer of hundreds of
+            # kilobytes costs a page fault per 4 KiB once the allocator has given memory back. A put on
+            # another thread may extend the bytearray meanwhile: then cut what it added.
+            header = array_header(self.count)
+            data = b"".join((header, self.body))
+            if len(data) != len(header) + self.size:
+                data = data[: len(header) + self.size]
         if self.kind == PLAIN:
             return ormsgpack.unpackb(data)
         return serde.loads_typed((self.kind, bytes(data)))
