@@ -164,10 +164,13 @@ class Store:
                     row = journal.stream(task_id)  # read again: it may have gone while the lock was awaited
                 if row is None:
                     return False
-                thread = journal.langgraph_thread_of(row.tree_id)
-                if thread is not None:  # its namespace row and pending writes would be left pointing at nothing
-                    raise StreamInUseError(task_id, [], thread)
                 doomed = core.subtree(journal, row)
+                thread = journal.langgraph_thread_of(row.tree_id)
+                # A thread's namespace row and pending writes would be left pointing at nothing; a fork the
+                # saver made and holds no version yet (a put that failed) is its own to delete.
+                if thread is not None and (row.parent_id is None or any(
+                        journal.extent(victim) != (0, 0) for victim in doomed)):
+                    raise StreamInUseError(task_id, [], thread)
                 if len(doomed) > 1 and not forks:
                     raise StreamInUseError(task_id, [r.name for r in doomed[1:]])
                 for victim in reversed(doomed):  # children before parents
