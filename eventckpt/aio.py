@@ -225,7 +225,8 @@ class AsyncStore:
                     except StreamInUseError as exc:
                         if exc.thread is None:
                             raise
-            return len(names) - len(self.store.streams())
+            left = set(self.store.streams())  # not a difference of counts: streams made meanwhile are not ours
+            return sum(name not in left for name in names)
 
         return await self._run(clear)
 
