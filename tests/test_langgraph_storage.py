@@ -276,10 +276,50 @@ def test_the_newest_checkpoint_is_read_from_memory_as_fresh_objects(saver: Event
     values["messages"][1].content = "changed"
     values["messages"].append(AIMessage("extra", id="x"))
     values["settings"]["model"] = "other"
+    values["log"][0]["n"] = 99  # a list of flat dicts: handed out as copies of the cached items
+    values["log"][0]["extra"] = True
+    values["log"].append({"n": 100})
     third = saver.get_tuple(config).checkpoint["channel_values"]
     with EventCkptSaver(saver.store.path) as fresh:
         assert third == fresh.get_tuple(config).checkpoint["channel_values"] == second.checkpoint["channel_values"]
     assert third["messages"][1].content == "answer 1" and len(third["messages"]) == 13
+    assert third["log"][0] == {"n": 1, "text": "x" * 40} and len(third["log"]) == 12
+
+
+def test_a_cached_list_reads_back_exactly_whatever_its_items_become(saver: EventCkptSaver) -> None:
+    """The newest checkpoint's lists read back equal to what was put, with exact types, while their items
+    are flat dicts of every scalar type, after an item holding a container joins them, and after an
+    update outside the run: each read equals a fresh saver's read of the file, and changing what a read
+    returned, however deep, changes no later read."""
+    class State(TypedDict):
+        log: Annotated[list, operator.add]
+        step: int
+
+    items = [
+        [{"s": "a", "i": 1, "f": 1.0, "b": True, "z": None, "big": 2**62, "neg": -0.0}],
+        [{"n": 2}, {"n": 2.0}],
+        [{"nested": {"k": [1, 2]}}],  # no longer flat: read back through msgpack
+        [{"n": 4}],
+        [],
+    ]
+
+    def node(state: State) -> dict[str, Any]:
+        return {"log": items[state["step"]], "step": state["step"] + 1}
+
+    app = looping(State, node, lambda s: s["step"] >= len(items)).compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "flat"}}
+    app.invoke({"log": [], "step": 0}, {**config, "recursion_limit": 20})
+    app.update_state(config, {"log": [{"only": "one"}]})  # outside a run: compared with the stored list
+    with EventCkptSaver(saver.store.path) as fresh:
+        for tup in (saver.get_tuple(config), fresh.get_tuple(config)):
+            log = tup.checkpoint["channel_values"]["log"]
+            expected = [item for batch in items for item in batch] + [{"only": "one"}]
+            assert log == expected
+            assert [[type(v) for v in d.values()] for d in log] == [[type(v) for v in d.values()] for d in expected]
+            assert str(log[0]["neg"]) == "-0.0"
+            log[3]["nested"]["k"].append(3)  # what a read hands out is the caller's: the next read is untouched
+            log[0]["s"] = "b"
+        assert saver.get_tuple(config).checkpoint["channel_values"]["log"] == expected
 
 
 def test_an_older_checkpoint_reads_its_referred_writes_with_its_state(saver: EventCkptSaver) -> None:

@@ -8,6 +8,12 @@ value and by the serde for anything else (exactly what SqliteSaver hands the ser
 checkpoint). A list keeps its items' bytes joined, so a put that appends to it extends the bytes instead
 of serializing the list again.
 
+A plain list whose items are all flat dicts (text keys, scalar values: a conversation of plain JSON
+messages) also keeps its own copies of the items: a fresh value is then one `dict.copy` per item (C
+speed, and the scalars are shared, being immutable), which costs less than unpacking every key and text
+again, and less to free. The copies are made when the blob is built or extended (what was set or
+appended), never handed out.
+
 An entry is keyed by stream id and version: a version's state never changes and stream ids are never
 reused, so an entry is never stale; at most `size` threads are kept (least recently used first out).
 """
@@ -17,6 +23,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from itertools import chain
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +33,8 @@ from ..codec import quiet_gc
 from .values import TREE_ENCODING, array_header, pack, packed_items
 
 PLAIN, MSGPACK = "plain", "msgpack"
+_SCALARS = frozenset((str, int, float, bool, type(None)))  # immutable: a copy of an item may share them
+_TEXT = frozenset((str,))
 
 
 @dataclass(slots=True)
@@ -37,12 +46,16 @@ class Blob:
     body: bytes | bytearray
     count: int | None = None
     size: int = -1  # the bytes of `body` that are this blob's (a later blob may have grown it)
+    flat: list[dict[str, Any]] | None = None  # a list of flat dicts: copies of its items (the first `count`)
 
     def __post_init__(self) -> None:
         if self.size < 0:
             self.size = len(self.body)
 
     def value(self, serde: Any) -> Any:
+        flat = self.flat
+        if flat is not None:  # a put on another thread may have appended to it: take this blob's items
+            return list(map(dict.copy, flat if len(flat) == self.count else flat[: self.count]))
         if self.count is None:
             data = bytes(self.body[: self.size]) if type(self.body) is bytearray else self.body
         else:
@@ -57,14 +70,21 @@ class Blob:
             return ormsgpack.unpackb(data)
         return serde.loads_typed((self.kind, bytes(data)))
 
-    def extended(self, items: bytes, count: int) -> Blob:
-        """This list with `count` items (given as their joined bytes) appended. The bytes are appended
-        in place, after this blob's own: it keeps reading what it held (a reader on another thread may
-        still hold it), and the appending costs what was appended."""
+    def extended(self, items: bytes, count: int, values: list[Any] | None = None) -> Blob:
+        """This list with `count` items (given as their joined bytes, and for a plain list as `values`, the
+        items themselves) appended. The bytes are appended in place, after this blob's own: it keeps
+        reading what it held (a reader on another thread may still hold it), and the appending costs
+        what was appended."""
         body = self.body if type(self.body) is bytearray and len(self.body) == self.size else bytearray(
             self.body[: self.size])
         body += items
-        return Blob(self.kind, body, (self.count or 0) + count)
+        flat, length = self.flat, self.count or 0
+        added = flat_copies(values) if flat is not None and values is not None and len(values) == count else None
+        if added is not None:
+            assert flat is not None
+            flat = flat if len(flat) == length else flat[:length]
+            flat += added
+        return Blob(self.kind, body, length + count, flat=None if added is None else flat)
 
 
 def blob_of(stored: Any, encoding: list[str] | None, data: bytes | None = None) -> Blob:
@@ -72,11 +92,23 @@ def blob_of(stored: Any, encoding: list[str] | None, data: bytes | None = None) 
     ormsgpack.MsgpackEncodeError when a plain value cannot be packed (a lone surrogate)."""
     if encoding is None:
         if type(stored) is list:
-            return Blob(PLAIN, packed_items(ormsgpack.packb(stored)), len(stored))
+            return Blob(PLAIN, packed_items(ormsgpack.packb(stored)), len(stored), flat=flat_copies(stored))
         return Blob(PLAIN, ormsgpack.packb(stored))
     if encoding == TREE_ENCODING and type(stored) is list:
         return Blob(MSGPACK, b"".join(map(pack, stored)), len(stored))
     return Blob(encoding[0], data if data is not None else (pack(stored) if encoding == TREE_ENCODING else stored))
+
+
+def flat_copies(items: list[Any]) -> list[dict[str, Any]] | None:
+    """Copies of the items when every one is a dict of text keys and scalar values (a few C passes over
+    them), else None."""
+    if set(map(type, items)) - {dict}:
+        return None
+    if not set(map(type, chain.from_iterable(map(dict.values, items)))) <= _SCALARS:
+        return None
+    if not set(map(type, chain.from_iterable(items))) <= _TEXT:
+        return None
+    return list(map(dict.copy, items))
 
 
 @dataclass(slots=True)

@@ -96,7 +96,7 @@ class Plan:
     unchecked: set[str] = field(default_factory=set)
     channels: dict[str, Channel] = field(default_factory=dict)
     overflow: frozenset[str] = frozenset()
-    # channel -> (KEEP,) | (EXTEND, bytes, n) | (SET, Encoded) | (MERGE, {key: value or _MISSING})
+    # channel -> (KEEP,) | (EXTEND, bytes, n, plain items or None) | (SET, Encoded) | (MERGE, {key: value or _MISSING})
     blobs: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     references: list[tuple[str, int, list[Any]]] = field(default_factory=list)  # (task id, idx, reference)
 
@@ -127,7 +127,7 @@ class Plan:
                 except (ormsgpack.MsgpackEncodeError, TypeError):
                     return None
                 continue
-            channels[name] = old if action[0] == KEEP else old.extended(action[1], action[2])
+            channels[name] = old if action[0] == KEEP else old.extended(*action[1:])
         return Entry(version, channels)
 
 
@@ -230,7 +230,7 @@ class Put:
         if prev.encoding is not None:
             plan.keep.add(SERDE + key)
         plan.channels[name] = Channel(prev.encoding, length + len(items), value)
-        plan.blobs[name] = (EXTEND, body, len(items))
+        plan.blobs[name] = (EXTEND, body, len(items), items if prev.encoding is None else None)
         return True
 
     def _merge(self, plan: Plan, key: str, name: str, value: Any, prev: Channel) -> bool:
