@@ -54,8 +54,8 @@ class Blob:
 
     def value(self, serde: Any) -> Any:
         flat = self.flat
-        if flat is not None:  # a put on another thread may have appended to it: take this blob's items
-            return list(map(dict.copy, flat if len(flat) == self.count else flat[: self.count]))
+        if flat is not None:  # a put on another thread may append to it meanwhile: slice this blob's items first
+            return list(map(dict.copy, flat[: self.count]))
         if self.count is None:
             data = bytes(self.body[: self.size]) if type(self.body) is bytearray else self.body
         else:
