@@ -479,3 +479,64 @@ def test_the_head_cache_holds_what_the_file_holds_after_a_nested_in_place_edit(s
     with EventCkptSaver(store_target) as saver:
         got = edited_dict(saver, store_target, nested=True)
     assert got["same saver"] == got["reopened"]
+
+
+class Chat(TypedDict, total=False):
+    messages: Annotated[list, add_messages]
+    profile: dict
+    todo: list
+    n: int
+
+
+def edits_passed_back(saver: BaseCheckpointSaver, reopen: str | None) -> dict[str, Any]:
+    """Values edited in place after a put (in what invoke returned, in the caller's own list, or in a slot of
+    the list a node was given) and then put again: the newest values through the same saver and a new one."""
+    def bot(state: Chat) -> dict[str, Any]:
+        todo = state.get("todo") or []
+        if todo and state.get("n"):
+            todo[0] = "DONE " + todo[0]  # a slot of the list the node was given, then a new list built on it
+        return {"messages": [AIMessage("the password is hunter2", id=f"ai-{state.get('n', 0)}")],
+                "profile": {"name": "ann", "address": {"city": "Paris"}},
+                "todo": todo + [f"task {state.get('n', 0)}"]}
+
+    graph = StateGraph(Chat)
+    graph.add_node("bot", bot)
+    graph.add_edge(START, "bot")
+    graph.add_edge("bot", END)
+    app = graph.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}}
+    for n in range(2):  # the second run's node edits a slot of the todo list it was given
+        result = app.invoke({"messages": [HumanMessage("hi", id=f"h{n}")], "n": n}, config, durability="sync")
+    after_runs = list(saver.get_tuple(config).checkpoint["channel_values"]["todo"])
+    result["messages"][-1].content = "[redacted]"  # what invoke returned, edited in place and passed back
+    result["profile"]["address"]["city"] = "Lyon"
+    app.update_state(config, {"messages": result["messages"] + [HumanMessage("thanks", id="h9")],
+                              "profile": result["profile"]})
+    mine = [{"task": "buy milk"}, {"task": "call bob"}]  # the caller's own list, put, edited, put again
+    app.update_state(config, {"todo": mine})
+    mine[0] = {"task": "buy oat milk"}
+    app.update_state(config, {"todo": mine + [{"task": "email ann"}]})
+
+    def newest(s: BaseCheckpointSaver) -> dict[str, Any]:
+        values = s.get_tuple(config).checkpoint["channel_values"]
+        return {"messages": [m.content for m in values["messages"]], "profile": values["profile"],
+                "todo": values["todo"], "after runs": after_runs}
+
+    if reopen is None:
+        return {"same saver": newest(saver), "reopened": newest(saver)}
+    with EventCkptSaver(reopen) as fresh:
+        return {"same saver": newest(saver), "reopened": newest(fresh)}
+
+
+def test_values_edited_in_place_and_put_again_are_stored_edited(tmp_path: Path, store_target: str) -> None:
+    """What invoke returned or what the caller put before, edited in place and passed to update_state, is
+    stored edited (outside a run every changed channel is compared with the stored value), and so is a list
+    a node built on the list it was given after assigning to one of its slots: as SqliteSaver stores them."""
+    expected, got = on_both(tmp_path, store_target, lambda saver: edits_passed_back(
+        saver, store_target if isinstance(saver, EventCkptSaver) else None))
+    newest = expected["same saver"]
+    assert newest["messages"] == ["hi", "the password is hunter2", "hi", "[redacted]", "thanks"]
+    assert newest["profile"]["address"]["city"] == "Lyon"
+    assert newest["todo"][0] == {"task": "buy oat milk"} and len(newest["todo"]) == 3
+    assert newest["after runs"] == ["DONE task 0", "task 1"]
+    assert got == expected

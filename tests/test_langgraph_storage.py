@@ -216,16 +216,19 @@ def test_the_serde_sees_each_message_once(tmp_path: Path) -> None:
         assert len(lengths) > 40 and max(lengths) <= 2
 
 
-def kept_by_saver(obj: Any) -> bool:
-    """Whether the saver's memory of a thread (a puts.Channel) holds `obj`."""
-    return any(isinstance(r, Channel) for r in gc.get_referrers(obj))
+def kept_by_saver(items: list[Any]) -> bool:
+    """Whether the saver's memory of a thread (a puts.Channel) holds these very objects, in its copy of the
+    list they are in."""
+    copies = [r for r in gc.get_referrers(items[0]) if type(r) is list and r is not items]
+    return any(isinstance(c, Channel) and all(map(operator.is_, items, r))
+               for r in copies for c in gc.get_referrers(r))
 
 
 def test_only_a_runs_read_keeps_the_lists_it_hands_out(tmp_path: Path) -> None:
     """get_state's read of the newest checkpoint keeps none of the objects it hands out (they die with the
     caller's snapshot, and the saver holds no state in memory for it), first read or cached; the read a
-    graph's run makes, with LangGraph's own config, keeps its lists: their identity tells the run's puts
-    that a list only grew."""
+    graph's run makes, with LangGraph's own config, keeps its lists' items: their identity tells the run's
+    puts that a list only grew."""
     path = tmp_path / "agent.db"
     with EventCkptSaver(path) as saver:
         run(saver, 3)

@@ -47,9 +47,9 @@ class Memory:
 
     def handed_out(self, key: tuple[str, str], checkpoint_id: str, stream_id: int, values: Mapping[str, Any]) -> None:
         """get_tuple handed out `values` for the namespace's newest checkpoint: a run continuing it
-        builds its lists on these objects, so they become the lists' `given` (puts.py). Without the
-        lock, so that reads never wait for puts: the Channels are replaced in a new dict set in one
-        step, so a put on another thread sees either dict, each Channel whole."""
+        builds its lists on these objects, so copies of these lists become the lists' `given` (puts.py).
+        Without the lock, so that reads never wait for puts: the Channels are replaced in a new dict set
+        in one step, so a put on another thread sees either dict, each Channel whole."""
         thread = self._threads.get(key)
         if thread is None or thread.checkpoint_id != checkpoint_id or thread.stream_id != stream_id:
             return
@@ -57,7 +57,7 @@ class Memory:
         for name, channel in channels.items():
             value = values.get(name)
             if channel.length is not None and type(value) is list and len(value) == channel.length:
-                channels[name] = Channel(channel.encoding, channel.length, value, True)
+                channels[name] = Channel(channel.encoding, channel.length, list(value))
         thread.channels = channels
 
     def forget(self) -> None:

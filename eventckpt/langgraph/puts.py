@@ -11,26 +11,30 @@ exactly the items the parent's tasks wrote (the same objects, in writes order, a
 were written), those items are appended and nothing else is compared. The writes vouch for the tail
 only: the list's first `length` items must also be the old list's objects, checked by identity at the
 first, the middle and the last of them (O(1); a reducer that puts new items first, or reorders, fails
-it even when its tail equals the written items). For that the saver knows the old list's objects: the
-list the previous put was given, or the list get_tuple handed out for the thread's newest checkpoint
-(a run continuing it builds on those objects; `Channel.handed_out`). When they are unknown or the check
-fails, the list is compared as below. So a reducer is stored as appends when it returns a new list (or
+it even when its tail equals the written items). For that the saver keeps its own copy of the old list
+(`Channel.given`: the items of the list the previous put was given, or of the list get_tuple handed out
+for the thread's newest checkpoint, which a run continuing it builds on), grown in place by each append
+(O(change)); a copy, because a node may assign to a slot of the list it was given (`todo[0] = ...`)
+and return a new list built on it. When the old objects are unknown or the check fails, the list is
+compared as below. So a reducer is stored as appends when it returns a new list (or
 the old one) whose first items are the old list's very objects, in order, followed by the written ones;
 anything else is compared with the stored list, exactly. LangGraph hands a task's writes
 to the saver on a background thread that may run after the step's put: the put first waits (briefly)
 for writes it can tell are still missing (saver.py). When the writes do not tell, a list that starts
-with the very items the previous put was given (checked at C speed: identical objects compare without
-calling __eq__) is stored as appends too; anything else is compared with the stored list.
+with the very items of that copy (checked at C speed: identical objects compare without calling
+__eq__) is stored as appends too; anything else is compared with the stored list.
 
 This rests on one assumption, the one DeltaChannel's replay rests on too: a reducer (or a node) does
 not change the items already in the list in place (it may append, replace or remove: `add_messages` replacing a
 message by id or removing one changes the list's length or which object sits where, and is then stored
 by comparing the whole list: a replacement by an equal item is a change, since only the same objects
 are taken as unchanged, or, in a plain JSON channel, items equal with exact types). Outside a running
-graph (update_state, an input: metadata source other than "loop") the objects get_tuple handed out are
-not taken as unchanged: whoever read them may have edited one in place, so such a list is compared.
-Only checkpoints whose parent is the checkpoint this saver put last take these paths; the equality tests
-against SqliteSaver check the result on real graphs.
+graph (update_state, an input, a fork: metadata source other than "loop") nothing is assumed: whoever
+passes a value may have edited in place what invoke, get_state or their own earlier call handed over,
+so every channel LangGraph says changed is compared with the stored value, exactly (a dict too, which
+a running graph stores as the keys whose values are other objects, see `_merge`). Only checkpoints whose
+parent is the checkpoint this saver put last take these paths; the equality tests against SqliteSaver
+check the result on real graphs.
 
 A write whose items the put appends is then stored once: its value in the writes row becomes a
 reference to the child's append (writes.py).
@@ -59,15 +63,15 @@ _MISSING: Any = object()
 
 @dataclass(slots=True)
 class Channel:
-    """How a stored checkpoint holds one channel: its encoding, its length when it is a list, and the
-    list the put that stored it was given, or a copy of the plain dict it was given (None when not
-    known), or the list get_tuple handed out for it (`handed_out`). A Channel is never changed: replaced whole,
-    so a put reading it on another thread sees its fields agree."""
+    """How a stored checkpoint holds one channel: its encoding, its length when it is a list, and a copy
+    of the list (its first `length` items: a later put may have grown the copy in place) or of the plain
+    dict the put that stored it was given, or of the list get_tuple handed out for it (None when not
+    known). A Channel is never changed: replaced whole, so a put reading it on another thread sees its
+    fields agree."""
 
     encoding: list[str] | None
     length: int | None
     given: list[Any] | dict[str, Any] | None = None
-    handed_out: bool = False
 
 
 @dataclass(slots=True)
@@ -164,7 +168,7 @@ class Put:
                     plan.keep.add(SERDE + key)
                 plan.channels[name] = prev
                 plan.blobs[name] = (KEEP,)
-            elif not (prev is not None and name in self.new_versions
+            elif not (prev is not None and name in self.new_versions and self.loop
                       and (self._append(plan, key, name, value, prev) or self._merge(plan, key, name, value, prev))):
                 self._set(plan, key, name, value)
         plan.overflow = frozenset(overflow)
@@ -195,7 +199,7 @@ class Put:
             plan.changes[SERDE + key] = encoded.encoding
         listed = type(encoded.stored) is list and (encoded.encoding is None or encoded.encoding == TREE_ENCODING)
         if listed:
-            given = value if type(value) is list else None
+            given = list(value) if type(value) is list else None
         else:
             # a copy: a node may set a key of the dict LangGraph passed in place (see _merge)
             given = dict(value) if type(value) is dict and encoded.encoding is None else None
@@ -229,7 +233,7 @@ class Put:
         plan.appends[key] = (length, items)
         if prev.encoding is not None:
             plan.keep.add(SERDE + key)
-        plan.channels[name] = Channel(prev.encoding, length + len(items), value)
+        plan.channels[name] = Channel(prev.encoding, length + len(items), grown(prev.given, length, value[length:]))
         plan.blobs[name] = (EXTEND, body, len(items), items if prev.encoding is None else None)
         return True
 
@@ -283,27 +287,24 @@ class Put:
         last item: what tells a reducer that appends from one that puts new items first or reorders,
         at O(1) (the writes check the tail; a full pass would cost O(conversation) per step)."""
         given, length = prev.given, prev.length
-        if given is None or length is None or len(given) != length:
-            return False  # the old objects are unknown (or their list changed since): compare
+        if type(given) is not list or length is None or len(given) < length:
+            return False  # the old objects are unknown: compare
         if length == 0:
             return True
         middle, last = length // 2, length - 1
         return value[0] is given[0] and value[middle] is given[middle] and value[last] is given[last]
 
     def _same_start(self, value: list[Any], prev: Channel) -> bool:
-        """Whether the list starts with the items of the list the previous put was given: the same
-        objects (compared at C speed), or, in a channel stored as plain JSON, items equal to them with
-        exact types. An equal object that is not the same one is otherwise a change: `==` cannot tell
-        a replacement by an equal item (1 -> 1.0, a field its __eq__ leaves out) from none. Objects
-        get_tuple handed out are trusted only in a running graph's put (nodes do not edit earlier items
-        in place): a user may have edited them before passing them to update_state."""
+        """Whether the list starts with the items of the old list (the saver's copy): the same objects
+        (compared at C speed), or, in a channel stored as plain JSON, items equal to them with exact
+        types. An equal object that is not the same one is otherwise a change: `==` cannot tell a
+        replacement by an equal item (1 -> 1.0, a field its __eq__ leaves out) from none."""
         given, length = prev.given, prev.length
-        if given is None or length is None or len(given) != length or (prev.handed_out and not self.loop):
+        if type(given) is not list or length is None or len(given) < length:
             return False
-        if value is given:  # grown in place: its first items are the ones stored before (see above)
-            return True
         prefix = value[:length]
-        return all(map(is_, prefix, given)) or (prev.encoding is None and same(prefix, given))
+        old = given if len(given) == length else given[:length]
+        return all(map(is_, prefix, old)) or (prev.encoding is None and same(prefix, old))
 
     def _written(self, name: str, grown: int) -> list[tuple[str, int, Write, list[Any]]] | None:
         """(task id, idx, write, its items) of the parent's writes to the channel in writes order, when
@@ -323,3 +324,14 @@ class Put:
                 parts.append((task_id, idx, write, items))
                 total += len(items)
         return parts if total == grown else None
+
+
+def grown(old: Any, length: int, items: list[Any]) -> list[Any] | None:
+    """The saver's copy of a list that had `length` items and got `items` appended: `old` extended in place
+    when it holds exactly those `length` (O(change); a Channel holding it reads only its own first items),
+    else a new copy (None when the old items are unknown)."""
+    if type(old) is not list or len(old) < length:
+        return None
+    copy = old if len(old) == length else old[:length]
+    copy += items
+    return copy

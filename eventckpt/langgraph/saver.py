@@ -287,8 +287,8 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                 if channel_key(name) is not None:
                     listed = type(value) is list and encoding in (None, TREE_ENCODING)
                     given = returned.get(name) if listed else None
-                    given = given if type(given) is list else None
-                    channels[name] = Channel(encoding, len(value) if listed else None, given, given is not None)
+                    channels[name] = Channel(encoding, len(value) if listed else None,
+                                             list(given) if type(given) is list else None)
             overflow = frozenset(name for name in stored if channel_key(name) is None)
             self._memory.remember(key, Thread(row.checkpoint_id, row.stream, row.stream_id, row.version, channels,
                                               overflow, {} if not writes else None))
