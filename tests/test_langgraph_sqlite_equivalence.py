@@ -540,3 +540,31 @@ def test_values_edited_in_place_and_put_again_are_stored_edited(tmp_path: Path, 
     assert newest["todo"][0] == {"task": "buy oat milk"} and len(newest["todo"]) == 3
     assert newest["after runs"] == ["DONE task 0", "task 1"]
     assert got == expected
+
+
+class Items(TypedDict, total=False):
+    items: Annotated[list, operator.add]
+
+
+def with_an_empty_checkpoint_id(saver: BaseCheckpointSaver) -> dict[str, Any]:
+    """get_state, an invoke, list and put with checkpoint_id "" (an empty form field)."""
+    graph = StateGraph(Items)
+    graph.add_node("work", lambda s: {})
+    graph.add_edge(START, "work")
+    graph.add_edge("work", END)
+    app = graph.compile(checkpointer=saver)
+    app.invoke({"items": ["first"]}, {"configurable": {"thread_id": "t"}})
+    empty = {"configurable": {"thread_id": "t", "checkpoint_id": ""}}
+    seen = app.get_state(empty).values
+    app.invoke({"items": ["second"]}, empty)
+    listed = [t.checkpoint["channel_values"].get("items") for t in saver.list(empty)]
+    newest = app.get_state({"configurable": {"thread_id": "t"}})
+    return {"seen": seen, "after": newest.values, "listed": listed, "has parent": newest.parent_config is not None}
+
+
+def test_an_empty_checkpoint_id_names_the_newest_checkpoint(tmp_path: Path, store_target: str) -> None:
+    """checkpoint_id "" names the thread's newest checkpoint, as for LangGraph's own savers: get_state reads
+    it and an invoke continues it (it did start the thread over from nothing)."""
+    expected, got = on_both(tmp_path, store_target, with_an_empty_checkpoint_id)
+    assert expected["after"] == {"items": ["first", "second"]}
+    assert got == expected

@@ -139,7 +139,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by the config's checkpoint_id, or the thread namespace's newest one."""
         thread_id, ns = _thread(config), _namespace(config)
-        checkpoint_id = get_checkpoint_id(config)
+        checkpoint_id = _checkpoint_id(config)
         known = self._memory.thread((thread_id, ns))  # one dict read: no lock, so reads never wait for puts
         if checkpoint_id is not None and (known is None or known.checkpoint_id != checkpoint_id):
             # an older checkpoint: found and restored in one read transaction, decoded after it
@@ -212,7 +212,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             rows = journal.langgraph_checkpoints(
                 thread_id=str(conf["thread_id"]) if conf.get("thread_id") is not None else None,
                 checkpoint_ns=conf.get("checkpoint_ns"),
-                checkpoint_id=conf.get("checkpoint_id"),
+                checkpoint_id=conf.get("checkpoint_id") or None,
                 before=get_checkpoint_id(before) if before else None,
                 metadata=self._filters(filter),
                 limit=limit,
@@ -346,7 +346,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         `seed` (see BaseCheckpointSaver). One query for the writes, one restore per seed."""
         _not_a_str(channels, "channels must be a sequence of channel names, not a str")
         return history.delta_history(self.store, self._values, _thread(config), _namespace(config),
-                                     get_checkpoint_id(config), channels)
+                                     _checkpoint_id(config), channels)
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -361,7 +361,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         checkpoint id the thread already holds moves to the new version (LangGraph's savers overwrite
         it; the version that had it stays in the history)."""
         thread_id, ns = _thread(config), _namespace(config)
-        parent = config["configurable"].get("checkpoint_id")
+        parent = config["configurable"].get("checkpoint_id") or None
         checkpoint_id = checkpoint["id"]
         if type(checkpoint_id) is not str or not checkpoint_id:
             raise InvalidArgumentError("checkpoint", checkpoint_id, "its id must be a non-empty str")
@@ -631,6 +631,12 @@ def _thread(config: RunnableConfig) -> str:
     if thread_id is None:
         raise InvalidArgumentError("config", config, "configurable.thread_id is required")
     return str(thread_id)
+
+
+def _checkpoint_id(config: RunnableConfig) -> str | None:
+    """The checkpoint the config names; None for the newest, also when its checkpoint_id is "" (an empty form
+    field), as LangGraph's own savers take it."""
+    return get_checkpoint_id(config) or None
 
 
 def _namespace(config: RunnableConfig) -> str:
