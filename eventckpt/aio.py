@@ -198,7 +198,8 @@ class AsyncStore:
     async def delete(self, session_id: str, checkpoint_id: str | None = None, *, forks: bool = False) -> bool:
         """Delete one checkpoint, or (None) the whole session (and, with `forks=True`, the sessions forked
         from it). False when there was nothing to delete. A checkpoint that forks branch from, or the newest
-        one when it records tool calls, cannot be deleted alone (VersionInUseError, see stream.remove)."""
+        one when it records tool calls, cannot be deleted alone (VersionInUseError, see stream.remove); nor can
+        anything of a LangGraph thread sharing the store (StreamInUseError: the saver's verbs delete those)."""
         stream = self._stream(session_id)
         if checkpoint_id is None:
             return await self._run(self.store.delete_stream, session_id, forks=forks)

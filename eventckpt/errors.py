@@ -30,17 +30,18 @@ class StreamExistsError(CheckpointError):
 
 
 class StreamInUseError(CheckpointError):
-    """A stream cannot be deleted while forks depend on its history, or while it holds a LangGraph
-    thread's checkpoints (`thread`: (thread id, namespace); the saver's delete_thread deletes those)."""
+    """A stream cannot be deleted while forks depend on its history, nor deleted or thinned out (prune,
+    expire, remove) while it holds a LangGraph thread's checkpoints (`thread`: (thread id, namespace); the
+    saver's delete_thread, prune and delete_for_runs act on those)."""
 
-    def __init__(self, task_id: str, forks: list[str], thread: tuple[str, str] | None = None) -> None:
+    def __init__(self, task_id: str, forks: list[str], thread: tuple[str, str] | None = None,
+                 advice: str = "delete it with EventCkptSaver.delete_thread") -> None:
         self.task_id = task_id
         self.forks = forks
         self.thread = thread
         if thread is not None:
             super().__init__(
-                f"stream {task_id!r} holds LangGraph thread {thread[0]!r} (namespace {thread[1]!r}); "
-                "delete it with EventCkptSaver.delete_thread"
+                f"stream {task_id!r} holds LangGraph thread {thread[0]!r} (namespace {thread[1]!r}); {advice}"
             )
             return
         super().__init__(

@@ -45,7 +45,7 @@ import orjson
 from .checkpoint import format_time, utc_now
 from .codec import StoredCodec
 from .diffing import MISSING, value_at
-from .errors import InvalidArgumentError, VersionInUseError, VersionNotFoundError
+from .errors import InvalidArgumentError, StreamInUseError, VersionInUseError, VersionNotFoundError
 from .integrity import ROOT, version_checksum
 from .journal import Journal, Segment, StreamRow, VersionRow, segments_for
 from .materialize import materialize
@@ -150,6 +150,9 @@ def _remove(core: Core, task_id: str, choose: Callable[[list[VersionRow], list[i
         with journal.write():
             journal.lock_tree(core.existing(journal, task_id)[0].tree_id)  # PostgreSQL: the tree's writers wait
             row, head = core.existing(journal, task_id)  # read again: a commit may have landed before the lock
+            thread = journal.langgraph_thread_of(row.tree_id)
+            if thread is not None:  # its pending writes refer to checkpoints, which the saver's own verbs keep whole
+                raise StreamInUseError(task_id, [], thread, "thin it out with EventCkptSaver.prune or delete_for_runs")
             chain = core.lineage(journal, row)
             lo = (row.fork_version or 0) + 1
             own = journal.version_rows([Segment(row.tree_id, row.id, lo, head)]) if head >= lo else []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -168,6 +169,37 @@ def test_deleting_a_threads_stream_through_the_store_is_refused(saver: EventCkpt
     assert asyncio.run(clear()) == 1 and saver.store.streams() == streams[:3]
     saver.delete_thread("t")
     assert view(saver, "t", None) == {} and saver.store.streams() == []
+
+
+def test_thinning_a_threads_stream_through_the_store_is_refused(saver: EventCkptSaver, store_target: str) -> None:
+    """CheckpointStore.prune, expire and remove of a stream holding a thread's checkpoints (its root or a
+    fork), and the async API's delete of one checkpoint, raise StreamInUseError naming the thread and
+    change nothing (removing a checkpoint that a pending write refers to made the thread unreadable); the
+    saver's own prune thins it."""
+    line = [put(saver, "t", None, "R", 0)]
+    for n in range(1, 4):
+        line.append(put(saver, "t", line[-1], "R", n))
+    put(saver, "t", line[0], "F", 5)  # a second child of the first checkpoint: it goes on a fork
+    before, streams = view(saver, "t", None), saver.store.streams()
+    rows = journal_rows(store_target)
+    for name in streams:
+        stream = saver.store.stream(name)
+        for thin in (lambda: stream.prune(keep_last=1), lambda: stream.expire(dt.timedelta(0)),
+                     lambda: stream.remove(1 if name == streams[0] else stream.version)):
+            with pytest.raises(eventckpt.StreamInUseError) as caught:
+                thin()
+            assert caught.value.thread == ("t", "") and "EventCkptSaver.prune" in str(caught.value)
+
+    async def delete_one() -> bool:
+        async with eventckpt.aio.open(store_target) as shared:
+            newest = (await shared.list(streams[0], limit=1))[0]
+            return await shared.delete(streams[0], newest.id)
+
+    with pytest.raises(eventckpt.StreamInUseError):
+        asyncio.run(delete_one())
+    assert view(saver, "t", None) == before and journal_rows(store_target) == rows
+    saver.prune(["t"], strategy="keep_latest")
+    assert len(view(saver, "t", None)) == 1
 
 
 def test_a_rebuild_racing_another_writer_is_refused(saver: EventCkptSaver, monkeypatch: pytest.MonkeyPatch) -> None:
