@@ -25,9 +25,10 @@ with the very items of that copy (checked at C speed: identical objects compare 
 __eq__) is stored as appends too; anything else is compared with the stored list.
 
 This rests on one assumption, the one DeltaChannel's replay rests on too: a reducer (or a node) does
-not change the items already in the list in place (it may append, replace or remove: `add_messages` replacing a
-message by id or removing one changes the list's length or which object sits where, and is then stored
-by comparing the whole list: a replacement by an equal item is a change, since only the same objects
+not change the items already in the list in place, nor the slots of the list it was given (a list
+whose tail the writes explain is checked at three old items only). It may append, replace or remove
+(in a new list: `add_messages` replacing a message by id or removing one changes the list's length
+or which object sits where, and is then stored by comparing the whole list: a replacement by an equal item is a change, since only the same objects
 are taken as unchanged, or, in a plain JSON channel, items equal with exact types). Outside a running
 graph (update_state, an input, a fork: metadata source other than "loop") nothing is assumed: whoever
 passes a value may have edited in place what invoke, get_state or their own earlier call handed over,
