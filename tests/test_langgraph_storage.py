@@ -16,8 +16,9 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.graph import StateGraph
+from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
+from langgraph.types import interrupt
 
 from eventckpt.langgraph import EventCkptSaver
 from eventckpt.langgraph.puts import Channel
@@ -248,6 +249,32 @@ def test_only_a_runs_read_keeps_the_lists_it_hands_out(tmp_path: Path) -> None:
         for _ in range(2):
             messages = saver.get_tuple(run_config).checkpoint["channel_values"]["messages"]
             assert kept_by_saver(messages)
+
+
+def test_get_state_of_a_subgraph_keeps_nothing(saver: EventCkptSaver) -> None:
+    """get_state(subgraphs=True) reads the subgraph's newest checkpoint with LangGraph's checkpointer key in
+    its config, and is still a plain read: the subgraph's lists it hands out are not kept."""
+    class Items(TypedDict, total=False):
+        items: Annotated[list, operator.add]
+
+    def ask(state: Items) -> dict[str, Any]:
+        interrupt("wait")
+        return {"items": [{"n": 2}]}
+
+    inner = StateGraph(Items)
+    inner.add_node("ask", ask)
+    inner.add_edge(START, "ask")
+    inner.add_edge("ask", END)
+    outer = StateGraph(Items)
+    outer.add_node("sub", inner.compile())
+    outer.add_edge(START, "sub")
+    outer.add_edge("sub", END)
+    app = outer.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "s"}}
+    app.invoke({"items": [{"n": 1}]}, config)
+    for _ in range(2):  # the first read fills the cache, the second copies from it
+        sub = app.get_state(config, subgraphs=True).tasks[0].state
+        assert sub.values["items"] == [{"n": 1}] and not kept_by_saver(sub.values["items"])
 
 
 def traced(saver: EventCkptSaver) -> list[str]:

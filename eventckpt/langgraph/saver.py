@@ -58,6 +58,7 @@ from .replay import states_at
 from .values import TREE_ENCODING, Values
 from .writes import TaskWrites, Write, encode_writes, is_reference, parse_row, referred, replaces, resolve, row_text
 
+_CHECKPOINTER_KEY = "__pregel_checkpointer"  # LangGraph's CONFIG_KEY_CHECKPOINTER
 _CHUNK = 256  # checkpoints whose states one listing builds at once (memory stays bounded)
 _ATTEMPTS = 6
 _ROWS_SEEN = 256  # newest-checkpoint lookups remembered (rows are small: no checkpoint values)
@@ -174,7 +175,9 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         # A graph's run reads the checkpoint it continues with LangGraph's run keys in its config, and its
         # lists start with the objects handed out: kept, they let its puts see a list only grew. A plain
         # read (get_state) keeps nothing: its objects die with the caller's, and memory holds no state.
-        run = any(type(k) is str and k.startswith("__pregel_") for k in config.get("configurable", {}))
+        # (get_state of a subgraph passes the checkpointer key alone.)
+        run = any(type(k) is str and k.startswith("__pregel_") and k != _CHECKPOINTER_KEY
+                  for k in config.get("configurable", {}))
         if entry is None:
             return next(self._tuples(rows, newest=checkpoint_id is None, keep=run))
         values = self._values
