@@ -485,6 +485,8 @@ class Chat(TypedDict, total=False):
     messages: Annotated[list, add_messages]
     profile: dict
     todo: list
+    board: list
+    settings: dict
     n: int
 
 
@@ -495,9 +497,14 @@ def edits_passed_back(saver: BaseCheckpointSaver, reopen: str | None) -> dict[st
         todo = state.get("todo") or []
         if todo and state.get("n"):
             todo[0] = "DONE " + todo[0]  # a slot of the list the node was given, then a new list built on it
+        board, settings = state.get("board") or [], state.get("settings") or {"model": {"name": "m0"}}
+        if board:
+            board[0]["done"] = True  # an old item edited in place, in a channel without a reducer
+            settings["model"]["name"] = "m1"
         return {"messages": [AIMessage("the password is hunter2", id=f"ai-{state.get('n', 0)}")],
                 "profile": {"name": "ann", "address": {"city": "Paris"}},
-                "todo": todo + [f"task {state.get('n', 0)}"]}
+                "todo": todo + [f"task {state.get('n', 0)}"],
+                "board": board + [{"card": state.get("n", 0), "done": False}], "settings": settings}
 
     graph = StateGraph(Chat)
     graph.add_node("bot", bot)
@@ -507,7 +514,8 @@ def edits_passed_back(saver: BaseCheckpointSaver, reopen: str | None) -> dict[st
     config = {"configurable": {"thread_id": "t"}}
     for n in range(2):  # the second run's node edits a slot of the todo list it was given
         result = app.invoke({"messages": [HumanMessage("hi", id=f"h{n}")], "n": n}, config, durability="sync")
-    after_runs = list(saver.get_tuple(config).checkpoint["channel_values"]["todo"])
+    after_runs = {k: v for k, v in saver.get_tuple(config).checkpoint["channel_values"].items()
+                  if k in ("todo", "board", "settings")}
     result["messages"][-1].content = "[redacted]"  # what invoke returned, edited in place and passed back
     result["profile"]["address"]["city"] = "Lyon"
     app.update_state(config, {"messages": result["messages"] + [HumanMessage("thanks", id="h9")],
@@ -530,15 +538,17 @@ def edits_passed_back(saver: BaseCheckpointSaver, reopen: str | None) -> dict[st
 
 def test_values_edited_in_place_and_put_again_are_stored_edited(tmp_path: Path, store_target: str) -> None:
     """What invoke returned or what the caller put before, edited in place and passed to update_state, is
-    stored edited (outside a run every changed channel is compared with the stored value), and so is a list
-    a node built on the list it was given after assigning to one of its slots: as SqliteSaver stores them."""
+    stored edited (outside a run every changed channel is compared with the stored value), and so is what
+    a node returns for a channel without a reducer, built on the old value after assigning to one of its
+    slots or editing an old item in place: as SqliteSaver stores them."""
     expected, got = on_both(tmp_path, store_target, lambda saver: edits_passed_back(
         saver, store_target if isinstance(saver, EventCkptSaver) else None))
     newest = expected["same saver"]
     assert newest["messages"] == ["hi", "the password is hunter2", "hi", "[redacted]", "thanks"]
     assert newest["profile"]["address"]["city"] == "Lyon"
     assert newest["todo"][0] == {"task": "buy oat milk"} and len(newest["todo"]) == 3
-    assert newest["after runs"] == ["DONE task 0", "task 1"]
+    assert newest["after runs"] == {"todo": ["DONE task 0", "task 1"], "settings": {"model": {"name": "m1"}},
+                                    "board": [{"card": 0, "done": True}, {"card": 1, "done": False}]}
     assert got == expected
 
 

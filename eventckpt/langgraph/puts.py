@@ -28,14 +28,22 @@ This rests on one assumption, the one DeltaChannel's replay rests on too: a redu
 not change the items already in the list in place, nor the slots of the list it was given (a list
 whose tail the writes explain is checked at three old items only). It may append, replace or remove
 (in a new list: `add_messages` replacing a message by id or removing one changes the list's length
-or which object sits where, and is then stored by comparing the whole list: a replacement by an equal item is a change, since only the same objects
-are taken as unchanged, or, in a plain JSON channel, items equal with exact types). Outside a running
-graph (update_state, an input, a fork: metadata source other than "loop") nothing is assumed: whoever
-passes a value may have edited in place what invoke, get_state or their own earlier call handed over,
-so every channel LangGraph says changed is compared with the stored value, exactly (a dict too, which
-a running graph stores as the keys whose values are other objects, see `_merge`). Only checkpoints whose
-parent is the checkpoint this saver put last take these paths; the equality tests against SqliteSaver
-check the result on real graphs.
+or which object sits where, and is then stored by comparing the whole list: a replacement by an equal
+item is a change, since only the same objects are taken as unchanged, or, in a plain JSON channel, items
+equal with exact types).
+
+Nothing is assumed, and every channel LangGraph says changed is compared with the stored value exactly
+(a dict too, which a running graph otherwise stores as the keys whose values are other objects, see
+`_merge`), in two cases:
+- outside a running graph (update_state, an input, a fork: metadata source other than "loop"), since
+  whoever passes a value may have edited in place what invoke, get_state or their own earlier call
+  handed over;
+- for a channel without a reducer, whose task wrote the very new value: a node may have edited its old
+  items in place before returning them in a new list (or dict), and its writes cost the whole value
+  already.
+
+Only checkpoints whose parent is the checkpoint this saver put last take these paths; the equality tests
+against SqliteSaver check the result on real graphs.
 
 A write whose items the put appends is then stored once: its value in the writes row becomes a
 reference to the child's append (writes.py).
@@ -170,6 +178,7 @@ class Put:
                 plan.channels[name] = prev
                 plan.blobs[name] = (KEEP,)
             elif not (prev is not None and name in self.new_versions and self.loop
+                      and not self._written_whole(name, value)
                       and (self._append(plan, key, name, value, prev) or self._merge(plan, key, name, value, prev))):
                 self._set(plan, key, name, value)
         plan.overflow = frozenset(overflow)
@@ -306,6 +315,14 @@ class Put:
         prefix = value[:length]
         old = given if len(given) == length else given[:length]
         return all(map(is_, prefix, old)) or (prev.encoding is None and same(prefix, old))
+
+    def _written_whole(self, name: str, value: Any) -> bool:
+        """Whether a task of the parent wrote this very value to the channel: a channel without a reducer,
+        whose node may have edited the old items in place before returning them in a new list (or dict).
+        Its writes already cost the whole value, so it is compared with the stored one, exactly."""
+        writes = self.thread.writes if self.thread is not None else None
+        return bool(writes) and any(write.live is value for task in writes.values()
+                                    for write in task.writes.values() if write.channel == name)
 
     def _written(self, name: str, grown: int) -> list[tuple[str, int, Write, list[Any]]] | None:
         """(task id, idx, write, its items) of the parent's writes to the channel in writes order, when
