@@ -317,40 +317,55 @@ def test_the_newest_checkpoint_is_read_from_memory_as_fresh_objects(saver: Event
 
 
 def test_a_cached_list_reads_back_exactly_whatever_its_items_become(saver: EventCkptSaver) -> None:
-    """The newest checkpoint's lists read back equal to what was put, with exact types, while their items
-    are flat dicts of every scalar type, after an item holding a container joins them, and after an
-    update outside the run: each read equals a fresh saver's read of the file, and changing what a read
-    returned, however deep, changes no later read."""
-    class State(TypedDict):
+    """The newest checkpoint's list reads back equal to what was put, with exact types, after every step:
+    while its items are flat dicts of every scalar type, after an item
+    holding a container joins them, and after updates outside a run. Each read equals a fresh saver's
+    read of the file, and changing what a read returned, or the list the caller put, changes no later read."""
+    class State(TypedDict, total=False):
         log: Annotated[list, operator.add]
-        step: int
+        n: int
 
-    items = [
-        [{"s": "a", "i": 1, "f": 1.0, "b": True, "z": None, "big": 2**62, "neg": -0.0}],
+    batches = [
+        [{"s": "a", "i": 1, "f": 1.0, "b": True, "z": None, "neg": -0.0, "u64": 2**64 - 1, "i64": -(2**63)}],
         [{"n": 2}, {"n": 2.0}],
-        [{"nested": {"k": [1, 2]}}],  # no longer flat: read back through msgpack
+        [{"nested": {"k": [1, 2]}}],  # no longer flat: packed
         [{"n": 4}],
-        [],
     ]
-
-    def node(state: State) -> dict[str, Any]:
-        return {"log": items[state["step"]], "step": state["step"] + 1}
-
-    app = looping(State, node, lambda s: s["step"] >= len(items)).compile(checkpointer=saver)
+    graph = StateGraph(State)
+    graph.add_node("step", lambda state: {"log": batches[state["n"]]})
+    graph.add_edge(START, "step")
+    graph.add_edge("step", END)
+    app = graph.compile(checkpointer=saver)
     config = {"configurable": {"thread_id": "flat"}}
-    app.invoke({"log": [], "step": 0}, {**config, "recursion_limit": 20})
-    app.update_state(config, {"log": [{"only": "one"}]})  # outside a run: compared with the stored list
-    with EventCkptSaver(saver.store.path) as fresh:
-        for tup in (saver.get_tuple(config), fresh.get_tuple(config)):
-            log = tup.checkpoint["channel_values"]["log"]
-            expected = [item for batch in items for item in batch] + [{"only": "one"}]
+    expected: list[Any] = []
+
+    def check(config: dict[str, Any], expected: list[Any]) -> None:
+        for _ in range(2):  # the second read after the first one's values were changed
+            log = saver.get_tuple(config).checkpoint["channel_values"]["log"]
             assert log == expected
             assert [[type(v) for v in d.values()] for d in log] == [[type(v) for v in d.values()] for d in expected]
-            assert str(log[0]["neg"]) == "-0.0"
-            log[3]["nested"]["k"].append(3)  # what a read hands out is the caller's: the next read is untouched
-            log[0]["s"] = "b"
-        assert saver.get_tuple(config).checkpoint["channel_values"]["log"] == expected
+            assert [str(d.get("neg")) for d in log[:1]] == [str(d.get("neg")) for d in expected[:1]]  # -0.0 too
+            log[0]["s"] = "changed"  # what a read hands out is the caller's, however deep
+            log[-1]["added"] = True
+            for item in log:
+                if "nested" in item:
+                    item["nested"]["k"].append(3)
+            log.append({"extra": 1})
+        with EventCkptSaver(saver.store.path) as fresh:
+            assert fresh.get_tuple(config).checkpoint["channel_values"]["log"] == expected
 
+    for n, batch in enumerate(batches):
+        app.invoke({"n": n}, config)
+        expected += [{**item, "nested": {"k": [1, 2]}} if "nested" in item else dict(item) for item in batch]
+        check(config, expected)
+    app.update_state(config, {"log": [{"only": "one"}]})  # outside a run: compared with the stored list
+    check(config, [*expected, {"only": "one"}])
+    other = {"configurable": {"thread_id": "mine"}}  # a list still flat, put by the caller, then edited by it
+    app.invoke({"n": 1}, other)
+    mine = [{"only": "one"}]
+    app.update_state(other, {"log": mine})
+    mine[0]["only"] = "changed by the caller"
+    check(other, [{"n": 2}, {"n": 2.0}, {"only": "one"}])
 
 def test_an_older_checkpoint_reads_its_referred_writes_with_its_state(saver: EventCkptSaver) -> None:
     """get_tuple of an older checkpoint takes the values its pending writes refer to from the same restore

@@ -9,10 +9,10 @@ checkpoint). A list keeps its items' bytes joined, so a put that appends to it e
 of serializing the list again.
 
 A plain list whose items are all flat dicts (text keys, scalar values: a conversation of plain JSON
-messages) also keeps its own copies of the items: a fresh value is then one `dict.copy` per item (C
-speed, and the scalars are shared, being immutable), which costs less than unpacking every key and text
-again, and less to free. The copies are made when the blob is built or extended (what was set or
-appended), never handed out.
+messages) is kept as the saver's own copies of the items instead: a fresh value is then one `dict.copy`
+per item (C speed, and the scalars are shared, being immutable), which costs less than unpacking every
+key and text again, and less to free. The copies are made when the blob is built or extended (what was
+set or appended), never handed out; the list is packed into bytes once an item that is not flat joins it.
 
 An entry is keyed by stream id and version: a version's state never changes and stream ids are never
 reused, so an entry is never stale; at most `size` threads are kept (least recently used first out).
@@ -40,22 +40,24 @@ _TEXT = frozenset((str,))
 @dataclass(slots=True)
 class Blob:
     """One channel's value: `kind` is "plain" (msgpack of plain JSON data), or the serde type its bytes
-    are for. `count` is not None when `body` holds a list's items (msgpack items back to back)."""
+    are for. `count` is not None when `body` holds a list's items (msgpack items back to back), or when
+    `flat` does (copies of a plain list's flat dicts; `body` is then None)."""
 
     kind: str
-    body: bytes | bytearray
+    body: bytes | bytearray | None
     count: int | None = None
     size: int = -1  # the bytes of `body` that are this blob's (a later blob may have grown it)
-    flat: list[dict[str, Any]] | None = None  # a list of flat dicts: copies of its items (the first `count`)
+    flat: list[dict[str, Any]] | None = None  # its first `count` items are this blob's (a later one may grow it)
 
     def __post_init__(self) -> None:
         if self.size < 0:
-            self.size = len(self.body)
+            self.size = len(self.body) if self.body is not None else 0
 
     def value(self, serde: Any) -> Any:
         flat = self.flat
         if flat is not None:  # a put on another thread may append to it meanwhile: slice this blob's items first
             return list(map(dict.copy, flat[: self.count]))
+        assert self.body is not None
         if self.count is None:
             data = bytes(self.body[: self.size]) if type(self.body) is bytearray else self.body
         else:
@@ -72,19 +74,23 @@ class Blob:
 
     def extended(self, items: bytes, count: int, values: list[Any] | None = None) -> Blob:
         """This list with `count` items (given as their joined bytes, and for a plain list as `values`, the
-        items themselves) appended. The bytes are appended in place, after this blob's own: it keeps
-        reading what it held (a reader on another thread may still hold it), and the appending costs
-        what was appended."""
-        body = self.body if type(self.body) is bytearray and len(self.body) == self.size else bytearray(
-            self.body[: self.size])
-        body += items
+        items themselves) appended. They are appended in place, after this blob's own: it keeps reading
+        what it held (a reader on another thread may still hold it), and the appending costs what was
+        appended. ormsgpack.MsgpackEncodeError when flat items that must now be packed cannot be."""
         flat, length = self.flat, self.count or 0
-        added = flat_copies(values) if flat is not None and values is not None and len(values) == count else None
-        if added is not None:
-            assert flat is not None
-            flat = flat if len(flat) == length else flat[:length]
-            flat += added
-        return Blob(self.kind, body, length + count, flat=None if added is None else flat)
+        if flat is not None:
+            added = flat_copies(values) if values is not None and len(values) == count else None
+            if added is not None:
+                flat = flat if len(flat) == length else flat[:length]
+                flat += added
+                return Blob(self.kind, None, length + count, flat=flat)
+            body = bytearray(packed_items(ormsgpack.packb(flat[:length])))  # an item that is not flat joins
+        else:
+            assert self.body is not None
+            body = self.body if type(self.body) is bytearray and len(self.body) == self.size else bytearray(
+                self.body[: self.size])
+        body += items
+        return Blob(self.kind, body, length + count)
 
 
 def blob_of(stored: Any, encoding: list[str] | None, data: bytes | None = None) -> Blob:
@@ -92,7 +98,10 @@ def blob_of(stored: Any, encoding: list[str] | None, data: bytes | None = None) 
     ormsgpack.MsgpackEncodeError when a plain value cannot be packed (a lone surrogate)."""
     if encoding is None:
         if type(stored) is list:
-            return Blob(PLAIN, packed_items(ormsgpack.packb(stored)), len(stored), flat=flat_copies(stored))
+            flat = flat_copies(stored)
+            if flat is not None:
+                return Blob(PLAIN, None, len(stored), flat=flat)
+            return Blob(PLAIN, packed_items(ormsgpack.packb(stored)), len(stored))
         return Blob(PLAIN, ormsgpack.packb(stored))
     if encoding == TREE_ENCODING and type(stored) is list:
         return Blob(MSGPACK, b"".join(map(pack, stored)), len(stored))

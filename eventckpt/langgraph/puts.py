@@ -140,7 +140,10 @@ class Plan:
                 except (ormsgpack.MsgpackEncodeError, TypeError):
                     return None
                 continue
-            channels[name] = old if action[0] == KEEP else old.extended(*action[1:])
+            try:
+                channels[name] = old if action[0] == KEEP else old.extended(*action[1:])
+            except (ormsgpack.MsgpackEncodeError, TypeError):  # flat items holding a number msgpack cannot hold
+                return None
         return Entry(version, channels)
 
 
