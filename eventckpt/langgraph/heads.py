@@ -23,8 +23,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from itertools import chain
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import ormsgpack
