@@ -95,3 +95,15 @@ def test_a_saver_needs_a_store_or_a_path(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(eventckpt.StoreClosedError):
         saver.get_tuple(config())
+
+
+def test_a_thread_whose_name_is_too_long_is_refused(saver: EventCkptSaver, stored: Any) -> None:
+    """A thread id and namespace whose stream name passes 1,000 characters once percent-encoded (112 CJK
+    characters; 110 still fit) is refused before anything is written."""
+    md = {"source": "input", "step": -1}
+    assert saver.put(config("中" * 110), checkpoint(a=1), md, {"a": 1})
+    for thread, ns in (("中" * 112, ""), ("t", "中" * 112)):
+        conf = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+        error = unchanged(saver, lambda c=conf: saver.put(c, checkpoint(a=1), md, {"a": 1}),
+                          eventckpt.InvalidArgumentError)
+        assert "too long" in str(error)
