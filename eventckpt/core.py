@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +31,7 @@ from .codec import Codec
 from .errors import StoreClosedError, StreamNotFoundError, VersionNotFoundError
 from .integrity import ROOT
 from .journal import Backend, EventRow, Journal, Segment, StreamRow, segments_for
-from .materialize import materialize, replay
+from .materialize import LaterList, materialize, replay
 from .snapshot import SnapshotPolicy, Tracker
 
 CATCH_UP = 256  # a cached head at most this many versions behind is replayed forward, not restored
@@ -170,17 +170,19 @@ class Core:
         """A fresh copy of the state at `version` of the stream's lineage (the caller owns it)."""
         return self.state_and_later(journal, row, version, version)[0]
 
-    def state_and_later(self, journal: Journal, row: StreamRow, version: int,
-                        upto: int) -> tuple[dict[str, Any], list[EventRow]]:
+    def state_and_later(self, journal: Journal, row: StreamRow, version: int, upto: int,
+                        lists: Mapping[str, LaterList] | None = None) -> tuple[dict[str, Any], list[EventRow]]:
         """A fresh copy of the state at `version` and the lineage's events after it through `upto`, read
-        with the restore's own tail when it needs one (a round trip fewer on PostgreSQL)."""
+        with the restore's own tail when it needs one (a round trip fewer on PostgreSQL). `lists`: top-level
+        lists that the caller holds as a later version of this stream has them; those that only grew since
+        `version` are taken as their prefixes instead of being restored (see materialize)."""
         with self.stream_lock(row.name), journal.read():  # the generation checked and the tail read in one snapshot
             head = self._heads.get(row.id)
             if head is not None and head.version <= version <= head.version + CATCH_UP and self._current(journal, head, row):
                 state = self.codec.copy(self.head(journal, row, version).state)
                 return state, journal.tail(self.segments(journal, row, upto), version) if upto > version else []
         state, _, later = materialize(journal, self.codec, self.lineage(journal, row), version, self.policy,
-                                      track=False, upto=upto)
+                                      track=False, upto=upto, lists=lists)
         return state, later
 
     def loader(self, row: StreamRow, version: int, as_type: Any = None) -> Callable[[], Any]:

@@ -1,21 +1,23 @@
-"""Restore: the state of a lineage at a version, from the nearest snapshot, shared keys and the tail."""
+"""Restore: the state of a lineage at a version, from the nearest snapshot, shared keys and the tail (and
+lists that a later version holds and that only grew since, as prefixes of that)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .codec import Codec, quiet_gc
 from .errors import CorruptStoreError, SerializationError
 from .journal import EventRow, Journal, Segment, StreamRow, segments_for
-from .ops import APPEND, EXTEND, SET, apply
+from .ops import APPEND, DELETE, EXTEND, SET, apply
 from .paths import child_ranges, from_text, to_text
 from .snapshot import SnapshotPolicy, Tracker, parse_manifest
 
 
 def materialize(
     journal: Journal, codec: Codec, chain: Sequence[StreamRow], version: int, policy: SnapshotPolicy,
-    *, track: bool = True, upto: int | None = None,
+    *, track: bool = True, upto: int | None = None, lists: Mapping[str, LaterList] | None = None,
 ) -> tuple[dict[str, Any], Tracker, list[EventRow]]:
     """The state at `version` of the lineage ending with `chain[-1]`, the snapshot tracker there, and
     the lineage's events after `version` through `upto` (read with the tail, for a caller that goes on
@@ -26,17 +28,26 @@ def materialize(
     a snapshot's manifest lists them in that order (its literal keys and the shared ones).
     `track=False` (a read that will not write after it) skips the snapshot bookkeeping a writer needs,
     which also lets runs of appends replay in bulk; the tracker returned is then only the snapshot's.
+
+    `lists` (with track=False): top-level lists as a later version of the lineage holds them. Such a
+    list that only grew since `version` is taken as a prefix of the later one (`later_prefixes`),
+    neither rebuilt nor replayed, when the snapshot names its key and the tail does not delete the key
+    before `version` (its place among the keys is then the snapshot's, as a replay would leave it).
     """
     segments = segments_for(chain, version)
     later: list[EventRow] = []
     with journal.read(), quiet_gc():
         snap = journal.latest_snapshot(segments)
+        since = snap[0] if snap is not None else 0
+        # one tail query, folded in order: a key deleted and set again moves to the end among the others
+        rest = []
+        for row in journal.tail(segments_for(chain, upto) if upto is not None and upto > version else segments, since):
+            (later if row[0] > version else rest).append(row)
         if snap is None:
             state: dict[str, Any] = {}
             tracker = Tracker(policy)
-            since = 0
         else:
-            since, state_text, manifest_text = snap
+            _, state_text, manifest_text = snap
             state = codec.decode(state_text)
             manifest = parse_manifest(manifest_text)
             tracker = Tracker.from_manifest(policy, since, manifest)
@@ -44,17 +55,55 @@ def materialize(
             missing = [key for key, (base, _) in manifest.items() if base == since and key not in state]
             if missing or type(state) is not dict:
                 raise CorruptStoreError(f"snapshot at version {since} lacks keys {missing!r} its manifest names")
+            taken = _prefixes(journal, chain, version, lists, manifest, rest) if lists and not track else {}
+            if taken:
+                rest = [row for row in rest if from_text(row[3])[0] not in taken]
             for key, base in shared.items():
-                rebuild_key(journal, codec, segments, state, key, base, since, None, [])
+                if key not in taken:
+                    rebuild_key(journal, codec, segments, state, key, base, since, None, [])
+            state.update(taken)
             if list(state) != list(manifest):  # the state's order is the manifest's, not literal keys first
                 state = {key: state[key] for key in manifest if key in state}
-        observer = tracker if track else None
-        # one tail query, folded in order: a key deleted and set again moves to the end among the others
-        rest = []
-        for row in journal.tail(segments_for(chain, upto) if upto is not None and upto > version else segments, since):
-            (later if row[0] > version else rest).append(row)
-        replay(codec, state, rest, observer)
+        replay(codec, state, rest, tracker if track else None)
     return state, tracker, later
+
+
+def _prefixes(journal: Journal, chain: Sequence[StreamRow], version: int, lists: Mapping[str, LaterList],
+              manifest: Mapping[str, Any], rest: list[EventRow]) -> dict[str, list[Any]]:
+    """The later lists' prefixes at `version` for the keys the snapshot names and the tail does not delete."""
+    deleted = {path[0] for path in (from_text(row[3]) for row in rest if row[2] == DELETE) if len(path) == 1}
+    wanted = {key: later for key, later in lists.items() if key in manifest and key not in deleted}
+    if not wanted:
+        return {}
+    reach = segments_for(chain, max(later.version for later in wanted.values()))
+    return {key: later.take(count) for key, (later, count) in later_prefixes(journal, reach, version, wanted).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class LaterList:
+    """A top-level list as a later version of the same stream holds it: its `length` there, and `take(n)`,
+    a fresh list of its first n items."""
+
+    version: int
+    length: int
+    take: Callable[[int], list[Any]]
+
+
+def later_prefixes(journal: Journal, segments: Sequence[Segment], version: int,
+                   lists: Mapping[str, LaterList]) -> dict[str, tuple[LaterList, int]]:
+    """Those `lists` that only grew since `version` (nothing but appends and extends at the key itself
+    after `version` through the later version), each with its length at `version`: the list there is the
+    later list's first that many items. Counted in the indexes, without reading any item; `segments` reach
+    the later versions. A list that would be empty is left out: it may as well not have existed at
+    `version` (appends create the list they extend)."""
+    out = {}
+    for key, later in lists.items():
+        if later.version < version:
+            continue
+        grown = journal.only_grown(segments, to_text((key,)), version, later.version)
+        if grown is not None and 0 < later.length - grown:
+            out[key] = (later, later.length - grown)
+    return out
 
 
 def rebuild_key(

@@ -464,3 +464,62 @@ def test_reading_the_newest_checkpoint_while_a_graph_runs_sees_whole_states(save
             r.join()
     assert problems == []
     assert cached is not None and cached.values(saver.serde) == first.checkpoint["channel_values"]
+
+
+class Notes(TypedDict):
+    notes: list  # no reducer: each step returns the whole list
+    log: Annotated[list, operator.add]
+    step: int
+
+
+def notes_graph(steps: int) -> StateGraph:
+    def node(state: Notes) -> dict[str, Any]:
+        n = state["step"] + 1
+        notes = [*state["notes"], {"n": n, "text": "x" * 30}]
+        if n == 25:
+            notes[3] = {"n": 3, "text": "edited"}  # an old item changed: not a prefix of what it was
+        if n == 40:
+            notes = notes[:5]
+        return {"notes": notes, "log": [{"n": n}, {"n": -n}], "step": n}
+
+    return looping(Notes, node, lambda s: s["step"] >= steps)
+
+
+def test_an_older_checkpoint_copies_a_list_that_only_grew_from_the_cached_newest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the newest checkpoint cached, an older checkpoint's plain list that only grew since is copied
+    from the cached one instead of being read from the journal; every checkpoint reads exactly as a fresh
+    saver reads it (also before an old item was edited and before the list shrank), as fresh objects."""
+    from eventckpt import SnapshotPolicy
+    from eventckpt.langgraph import heads
+
+    path, config = tmp_path / "agent.db", {"configurable": {"thread_id": "t"}}
+    policy = SnapshotPolicy(tail_ratio=0.2, min_tail_bytes=256, event_overhead=16, share_min_bytes=64)
+    taken: list[tuple[int, int]] = []  # (items of the cached list, items copied)
+    head = heads.Blob.head
+    monkeypatch.setattr(heads.Blob, "head", lambda blob, count: taken.append((blob.count, count)) or head(blob, count))
+    for steps, since in ((20, 0), (30, 25), (45, 40)):  # `since`: the step since which notes only grew
+        with EventCkptSaver(path, snapshots=policy) as writer:
+            notes_graph(steps).compile(checkpointer=writer).invoke(
+                {"notes": [], "log": [], "step": 0} if steps == 20 else {"log": []}, {**config, "recursion_limit": 100})
+        with EventCkptSaver(path) as cached, EventCkptSaver(path) as fresh:
+            newest = cached.get_tuple(config)  # caches it
+            assert newest is not None
+            notes, log = (len(newest.checkpoint["channel_values"][k]) for k in ("notes", "log"))
+            copied = {"notes": [], "log": []}
+            for older in [t.config for t in fresh.list(config)][1:]:
+                del taken[:]
+                got, want = cached.get_tuple(older), fresh.get_tuple(older)
+                assert got is not None and want is not None
+                values = got.checkpoint["channel_values"]
+                assert values == want.checkpoint["channel_values"] and got.pending_writes == want.pending_writes
+                for cached_items, count in taken:
+                    copied["notes" if cached_items == notes else "log"].append(want.metadata["step"])
+                    assert count == len(values["notes" if cached_items == notes else "log"])
+                for value in values.values():
+                    if type(value) is list and value and type(value[0]) is dict:
+                        value[0]["n"] = "changed by the caller"
+                assert cached.get_tuple(older).checkpoint["channel_values"] == want.checkpoint["channel_values"]
+            assert len(copied["log"]) > steps // 2  # most checkpoints (not those before the first snapshot)
+            assert copied["notes"] and min(copied["notes"]) >= since
+            assert len(copied["notes"]) > (steps - since) // 2

@@ -337,6 +337,12 @@ class Journal(ABC):
         `upto` (counted without reading appended values)."""
 
     @abstractmethod
+    def only_grown(self, segments: Sequence[Segment], path: str, after: int, upto: int) -> int | None:
+        """How many items appends and extends at exactly `path` added in versions (after, upto], or None
+        when a set of a list, a delete or a truncate lies there, or any event below `path`. (A list there
+        at `upto` was then only grown in that range: any other set would have stopped the appends.)"""
+
+    @abstractmethod
     def item_deletes(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int) -> list[str]:
         """Paths of deletes below the list at `path` after event `after` through version `upto`."""
 

@@ -72,6 +72,11 @@ class Blob:
             return ormsgpack.unpackb(data)
         return serde.loads_typed((self.kind, bytes(data)))
 
+    def head(self, count: int) -> list[dict[str, Any]]:
+        """Fresh copies of the first `count` items of a list kept as flat copies (count <= self.count)."""
+        assert self.flat is not None and self.count is not None and 0 <= count <= self.count
+        return list(map(dict.copy, self.flat[:count]))
+
     def extended(self, items: bytes, count: int, values: list[Any] | None = None) -> Blob:
         """This list with `count` items (given as their joined bytes, and for a plain list as `values`, the
         items themselves) appended. They are appended in place, after this blob's own: it keeps reading
@@ -147,6 +152,11 @@ class Heads:
                 return None
             self._entries.move_to_end(stream_id)
             return entry
+
+    def newest(self, stream_id: int) -> Entry | None:
+        """The stream's entry, whichever version it is of (not counted as a use)."""
+        with self._lock:
+            return self._entries.get(stream_id)
 
     def put(self, stream_id: int, entry: Entry) -> None:
         with self._lock:

@@ -11,7 +11,7 @@ read-only, or copy before mutating.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..codec import quiet_gc
@@ -20,16 +20,18 @@ from ..ops import APPEND, EXTEND, SET, TRUNCATE, apply
 from ..paths import from_text
 
 if TYPE_CHECKING:
+    from ..materialize import LaterList
     from ..store import Store
 
 
-def states_at(store: Store, stream: str, versions: Iterable[int], *,
-              proven: int | None = None) -> dict[int, dict[str, Any]]:
+def states_at(store: Store, stream: str, versions: Iterable[int], *, proven: int | None = None,
+              lists: Mapping[str, LaterList] | None = None) -> dict[int, dict[str, Any]]:
     """{version: state} for `versions` of the stream named `stream` (each must exist). `proven` is the
     stream's id when the caller read it with these versions in a read transaction it opened itself and
     still holds: the stream and versions are then known to be there, and when this process has the
     stream's lineage cached (it has after its first read of the stream) the stream is not looked up
-    again."""
+    again. `lists`: top-level lists as a later version of the stream holds them (see
+    Core.state_and_later); the states share nothing with them."""
     wanted = sorted(set(versions))
     if not wanted:
         return {}
@@ -45,7 +47,7 @@ def states_at(store: Store, stream: str, versions: Iterable[int], *,
                 row, head = found
                 if wanted[0] < 1 or wanted[-1] > head:
                     raise VersionNotFoundError(stream, wanted[0] if wanted[0] < 1 else wanted[-1], head)
-            state, rows = core.state_and_later(journal, row, wanted[0], wanted[-1])
+            state, rows = core.state_and_later(journal, row, wanted[0], wanted[-1], lists)
     out = {wanted[0]: state}
     try:
         with quiet_gc():

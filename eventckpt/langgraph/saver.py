@@ -45,6 +45,7 @@ from ..errors import (
     StoreUnavailableError,
 )
 from ..journal import LangGraphRow
+from ..materialize import LaterList
 from ..paths import to_text
 from ..snapshot import SnapshotPolicy
 from ..store import Store
@@ -153,7 +154,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                                                          child=True)  # its writes may refer to its child
                     if not rows:
                         return None
-                    read = self._read(rows, items, proven)
+                    read = self._read(rows, items, proven, self._later_lists(rows[0]))
             return self._build(rows, *read, items)[0]
         key = (thread_id, ns, checkpoint_id)
         with self.store.core.session() as journal:
@@ -239,11 +240,22 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             chunk = rows[start : start + _CHUNK]
             yield from self._build(chunk, *self._read(chunk, items), items, newest, keep)
 
+    def _later_lists(self, row: LangGraphRow) -> dict[str, LaterList] | None:
+        """The lists of the cached newest checkpoint of the row's stream when it is the row's or a later
+        one: an older checkpoint's list that only grew since is a prefix of it, copied instead of read."""
+        entry = self._heads.newest(row.stream_id)
+        if entry is None or entry.version < row.version:
+            return None
+        return {name: LaterList(entry.version, blob.count, blob.head) for name, blob in entry.channels.items()
+                if blob.flat is not None and blob.count is not None and channel_key(name) is not None}
+
     def _read(self, chunk: Sequence[LangGraphRow], items: dict[int, tuple[Any, Any]], proven: bool = False,
+              lists: dict[str, LaterList] | None = None,
               ) -> tuple[dict[tuple[str, int], dict[str, Any]], builtins.list[Any], dict[int, Any]]:
         """What the store holds for a chunk of rows: their states (and their children's, when their writes
         refer to them), their decoded metadata and writes, and the values the writes refer to. `proven`:
-        the rows were read in the read transaction open around this call."""
+        the rows were read in the read transaction open around this call. `lists`: a later version's
+        lists of the stream of a chunk of one row (see `_later_lists`)."""
         wanted: dict[str, builtins.list[int]] = defaultdict(builtins.list)
         for row in chunk:
             wanted[row.stream].append(row.version)
@@ -252,7 +264,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         ids = {row.stream: row.stream_id for row in chunk} if proven else {}
         with quiet_gc():  # thousands of small containers: the collector would rescan them all
             states = {(name, v): s for name, vs in wanted.items()
-                      for v, s in states_at(self.store, name, vs, proven=ids.get(name)).items()}
+                      for v, s in states_at(self.store, name, vs, proven=ids.get(name), lists=lists).items()}
             decoded = self.store.codec.decode_many([text for row in chunk for text in (row.metadata or "{}",
                                                                                        row.writes or "[]")])
             return states, decoded, self._references(chunk, decoded[1::2], states, items)

@@ -265,6 +265,21 @@ class Queries(Engine):
             total += int(count) + int(items)
         return total
 
+    def only_grown(self, segments: Sequence[Segment], path: str, after: int, upto: int) -> int | None:
+        if self.touched_below(segments, path, (after + 1, -1), upto):
+            return None
+        total = 0
+        for seg, lo, hi in clip(segments, after, upto):
+            other, appends, items = self._one(
+                f"SELECT count(*) FILTER (WHERE {RESHAPING} AND e.op <> 'extend'), count(*) FILTER (WHERE e.op = 'append'),"
+                " coalesce(sum(json_array_length(e.value::json)) FILTER (WHERE e.op = 'extend'), 0)"
+                f" FROM eventckpt.events AS e WHERE e.tree_id = %s AND e.stream_id = %s AND e.path = %s"
+                f" AND e.version BETWEEN %s AND %s", (seg.tree_id, seg.stream_id, path, lo, hi))
+            if other:
+                return None
+            total += int(appends) + int(items)
+        return total
+
     def item_deletes(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int) -> list[str]:
         out: list[str] = []
         for seg, lo, hi in clip(segments, after[0] - 1, upto):

@@ -305,6 +305,26 @@ class Queries(Engine):
             total += count - extends + items
         return total
 
+    def only_grown(self, segments: Sequence[Segment], path: str, after: int, upto: int) -> int | None:
+        """See the contract. A probe of events_reshaping and of the path index below `path`, and a count of
+        the appends in the path index (extends, rare, are read from events_reshaping)."""
+        if self.touched_below(segments, path, (after + 1, -1), upto):
+            return None
+        total = 0
+        for seg, lo, hi in clip(segments, after, upto):
+            args = (seg.stream_id, path, lo, hi)
+            reshaped, extends, items = self._one(
+                f"SELECT count(*) FILTER (WHERE e.op <> 'extend'), count(*) FILTER (WHERE e.op = 'extend'),"
+                f" coalesce(sum(json_array_length(e.value)) FILTER (WHERE e.op = 'extend'), 0)"
+                f" FROM events AS e INDEXED BY events_reshaping WHERE e.stream_id = ? AND e.path = ?"
+                f" AND e.version BETWEEN ? AND ? AND {RESHAPING}", args)
+            if reshaped:
+                return None
+            appends = self._one("SELECT count(*) FROM events INDEXED BY events_by_path WHERE stream_id = ? AND path = ?"
+                                " AND version BETWEEN ? AND ?", args)[0]
+            total += appends - extends + items
+        return total
+
     def item_deletes(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int) -> list[str]:
         """Paths of deletes below the list at `path` after event `after` through `upto` (the caller keeps
         those of its items)."""
