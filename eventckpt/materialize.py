@@ -70,12 +70,19 @@ def materialize(
 
 def _prefixes(journal: Journal, chain: Sequence[StreamRow], version: int, lists: Mapping[str, LaterList],
               manifest: Mapping[str, Any], rest: list[EventRow]) -> dict[str, list[Any]]:
-    """The later lists' prefixes at `version` for the keys the snapshot names and the tail does not delete."""
+    """The later lists' prefixes at `version` for the keys the snapshot names and the tail does not delete,
+    of later versions this read sees (a version committed since the read began, by another connection,
+    would add appends the read cannot count)."""
     deleted = {path[0] for path in (from_text(row[3]) for row in rest if row[2] == DELETE) if len(path) == 1}
     wanted = {key: later for key, later in lists.items() if key in manifest and key not in deleted}
     if not wanted:
         return {}
     reach = segments_for(chain, max(later.version for later in wanted.values()))
+    seen = {}
+    for later_version in {later.version for later in wanted.values()}:
+        owner = next((seg for seg in reach if seg.lo <= later_version <= seg.hi), None)
+        seen[later_version] = owner is not None and journal.version_row(owner, later_version) is not None
+    wanted = {key: later for key, later in wanted.items() if seen[later.version]}
     return {key: later.take(count) for key, (later, count) in later_prefixes(journal, reach, version, wanted).items()}
 
 

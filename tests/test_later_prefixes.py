@@ -175,3 +175,30 @@ def test_a_list_deleted_and_made_again_after_the_snapshot_is_restored_as_usual(s
         got = restore(reader, "chat", head, later_lists(state, head, taken))
     assert list(got) == ["o", "m"] and got == {"o": 1, "m": ["again"]}
     assert taken == []
+
+
+def test_a_later_version_the_read_cannot_see_is_not_used(store_target: str) -> None:
+    """A later list of a version committed after the read began (another connection's commit; on
+    PostgreSQL, another thread of the same process) is not taken: its appends are not in the read, and
+    the list at the version restored would get them."""
+    with eventckpt.open(store_target, snapshots=POLICIES["shared"]) as writer, eventckpt.open(store_target) as reader:
+        stream = writer.stream("chat")
+        for i in range(12):
+            with stream.transaction() as tx:
+                tx.append("m", f"message {i}")
+                tx.set("o", i)
+        core = reader.core
+        with core.session() as journal, journal.read():
+            row = journal.stream("chat")  # the read sees 12 versions from here on
+            plain = core.state_and_later(journal, row, 8, 8)[0]
+            for i in range(12, 15):
+                with stream.transaction() as tx:
+                    tx.append("m", f"message {i}")
+            taken: list[int] = []
+            got = core.state_and_later(journal, row, 8, 8, later_lists(stream.state(), 15, taken))[0]
+        assert got == plain and len(got["m"]) == 8 and taken == []
+        taken = []
+        with core.session() as journal:  # a new read sees version 15: the list is taken from it
+            assert core.state_and_later(journal, journal.stream("chat"), 8, 8,
+                                        later_lists(stream.state(), 15, taken))[0] == plain
+        assert taken == [8]

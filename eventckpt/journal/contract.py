@@ -339,8 +339,10 @@ class Journal(ABC):
     @abstractmethod
     def only_grown(self, segments: Sequence[Segment], path: str, after: int, upto: int) -> int | None:
         """How many items appends and extends at exactly `path` added in versions (after, upto], or None
-        when a set of a list, a delete or a truncate lies there, or any event below `path`. (A list there
-        at `upto` was then only grown in that range: any other set would have stopped the appends.)"""
+        when a set of a list, a delete or a truncate lies there, or any event below `path`. For a caller
+        that knows the value at `upto` is a list: there are then no other events at `path` in that range
+        (a set to anything else would have stopped the appends), and what engines count for such events
+        otherwise is unspecified. Counts what this read sees: the caller checks that it sees `upto`."""
 
     @abstractmethod
     def item_deletes(self, segments: Sequence[Segment], path: str, after: tuple[int, int], upto: int) -> list[str]:

@@ -154,7 +154,8 @@ class Heads:
             return entry
 
     def newest(self, stream_id: int) -> Entry | None:
-        """The stream's entry, whichever version it is of (not counted as a use)."""
+        """The stream's entry, whichever version it is of (not counted as a use). It may be of a version
+        that a read which began before it was cached does not see."""
         with self._lock:
             return self._entries.get(stream_id)
 
