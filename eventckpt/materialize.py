@@ -78,12 +78,14 @@ def _prefixes(journal: Journal, chain: Sequence[StreamRow], version: int, lists:
     if not wanted:
         return {}
     reach = segments_for(chain, max(later.version for later in wanted.values()))
-    seen = {}
-    for later_version in {later.version for later in wanted.values()}:
-        owner = next((seg for seg in reach if seg.lo <= later_version <= seg.hi), None)
-        seen[later_version] = owner is not None and journal.version_row(owner, later_version) is not None
-    wanted = {key: later for key, later in wanted.items() if seen[later.version]}
+    wanted = {key: later for key, later in wanted.items() if _sees(journal, reach, later.version)}
     return {key: later.take(count) for key, (later, count) in later_prefixes(journal, reach, version, wanted).items()}
+
+
+def _sees(journal: Journal, segments: Sequence[Segment], version: int) -> bool:
+    """Whether this read sees `version` of the lineage."""
+    owner = next((seg for seg in segments if seg.lo <= version <= seg.hi), None)
+    return owner is not None and journal.version_row(owner, version) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +103,7 @@ def later_prefixes(journal: Journal, segments: Sequence[Segment], version: int,
     """Those `lists` that only grew since `version` (nothing but appends and extends at the key itself
     after `version` through the later version), each with its length at `version`: the list there is the
     later list's first that many items. Counted in the indexes, without reading any item; `segments` reach
-    the later versions. A list that would be empty is left out: it may as well not have existed at
+    the later versions, which the caller has checked this read sees. A list that would be empty is left out: it may as well not have existed at
     `version` (appends create the list they extend)."""
     out = {}
     for key, later in lists.items():
