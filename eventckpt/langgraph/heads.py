@@ -54,9 +54,8 @@ class Blob:
             self.size = len(self.body) if self.body is not None else 0
 
     def value(self, serde: Any) -> Any:
-        flat = self.flat
-        if flat is not None:  # a put on another thread may append to it meanwhile: slice this blob's items first
-            return list(map(dict.copy, flat[: self.count]))
+        if self.flat is not None:
+            return self.head(self.count or 0)
         assert self.body is not None
         if self.count is None:
             data = bytes(self.body[: self.size]) if type(self.body) is bytearray else self.body
@@ -73,7 +72,8 @@ class Blob:
         return serde.loads_typed((self.kind, bytes(data)))
 
     def head(self, count: int) -> list[dict[str, Any]]:
-        """Fresh copies of the first `count` items of a list kept as flat copies (count <= self.count)."""
+        """Fresh copies of the first `count` items of a list kept as flat copies (count <= self.count). A put on
+        another thread may append to the copies meanwhile: the slice is taken first."""
         assert self.flat is not None and self.count is not None and 0 <= count <= self.count
         return list(map(dict.copy, self.flat[:count]))
 
@@ -86,9 +86,7 @@ class Blob:
         if flat is not None:
             added = flat_copies(values) if values is not None and len(values) == count else None
             if added is not None:
-                flat = flat if len(flat) == length else flat[:length]
-                flat += added
-                return Blob(self.kind, None, length + count, flat=flat)
+                return Blob(self.kind, None, length + count, flat=grown(flat, length, added))
             body = bytearray(packed_items(ormsgpack.packb(flat[:length])))  # an item that is not flat joins
         else:
             assert self.body is not None
@@ -123,6 +121,17 @@ def flat_copies(items: list[Any]) -> list[dict[str, Any]] | None:
     if not set(map(type, chain.from_iterable(items))) <= _TEXT:
         return None
     return list(map(dict.copy, items))
+
+
+def grown(old: Any, length: int, items: list[Any]) -> list[Any] | None:
+    """The saver's copy of a list that had `length` items and got `items` appended: `old` extended in place
+    when it holds exactly those `length` (O(change); a Channel or Blob holding it reads only its own first
+    items), else a new copy (None when the old items are unknown)."""
+    if type(old) is not list or len(old) < length:
+        return None
+    copy = old if len(old) == length else old[:length]
+    copy += items
+    return copy
 
 
 @dataclass(slots=True)

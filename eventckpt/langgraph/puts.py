@@ -61,7 +61,7 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint
 from ..ops import DELETE, Event, edited_order, same
 from ..ops import SET as SET_OP
 from ..paths import addressable
-from .heads import Blob, Entry, blob_of
+from .heads import Blob, Entry, blob_of, grown
 from .layout import OVERFLOW, SERDE, channel_key
 from .values import TREE_ENCODING, Encoded, Values
 from .writes import TaskWrites, Write, reference
@@ -346,13 +346,3 @@ class Put:
                 total += len(items)
         return parts if total == grown else None
 
-
-def grown(old: Any, length: int, items: list[Any]) -> list[Any] | None:
-    """The saver's copy of a list that had `length` items and got `items` appended: `old` extended in place
-    when it holds exactly those `length` (O(change); a Channel holding it reads only its own first items),
-    else a new copy (None when the old items are unknown)."""
-    if type(old) is not list or len(old) < length:
-        return None
-    copy = old if len(old) == length else old[:length]
-    copy += items
-    return copy
