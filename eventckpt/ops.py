@@ -12,6 +12,7 @@ An event is `(op, path, value)`:
 from __future__ import annotations
 
 import datetime as dt
+import gc
 from collections.abc import Iterable
 from decimal import Decimal
 from itertools import chain, compress, islice
@@ -300,14 +301,16 @@ def _same_types(head: list[Any], caller: list[Any]) -> bool:
     Items that are str or None need no type check: `==` already proves the head's item is of that very
     type, since nothing else the codec makes equals one (dicts, lists and tuples neither: for them the
     check goes on one level down). So the caller's side is looked at first, and the head's only where a
-    level holds something else (a number, say), to compare types pairwise; the next level is the values of
-    the dicts and the items of the lists and tuples, paired in order. A str enum equals its text, though:
-    once a codec of this process can make one (codec.text_enums_known), the head's side of text is looked
-    at too (its keys, and the types of a last level of text: all str or None, else a change).
-    When a pair of dicts holds its keys
-    in different orders, or keys other than text, that level is compared exactly instead (`same`, pair by
-    pair). Items of types whose `==` misses what the store keeps (floats, decimals, times, sets, objects)
-    are checked per type by `_equal_values_same`, still without a Python call per item where it can be."""
+    level holds something else (a number, say), to compare types pairwise. A last level of text (a
+    conversation's message dicts of text) is found without building it: `_text_below` types what the
+    garbage collector sees inside the dicts (their keys too when not all text). Otherwise the next level
+    is the values of the dicts and the items of the lists and tuples, paired in order. A str enum equals
+    its text, though: once a codec of this process can make one (codec.text_enums_known), the head's
+    side of text is looked at too (its keys, and the types of a last level of text: all str or None,
+    else a change). When a pair of dicts holds its keys in different orders, or keys other than text,
+    that level is compared exactly instead (`same`, pair by pair). Items of types whose `==` misses what
+    the store keeps (floats, decimals, times, sets, objects) are checked per type by
+    `_equal_values_same`, still without a Python call per item where it can be."""
     text_enums = text_enums_known()
     scalars = _NONE if text_enums else _SCALARS_EQUAL_ONLY_TO_THEMSELVES
     alone = _EQUAL_ONLY_TO_ITSELF_NOT_TEXT if text_enums else _EQUAL_ONLY_TO_ITSELF
@@ -332,6 +335,8 @@ def _same_types(head: list[Any], caller: list[Any]) -> bool:
         else:
             dicts_h, dicts_c = _only(_DICT, types, head, caller)
             lists_h, lists_c = _only(_SEQUENCES, types, head, caller)
+        if _text_below(dicts_c[-1:], lists_c[-1:]) and _text_below(dicts_c, lists_c):  # the common end
+            return not text_enums or _text_below(dicts_h, lists_h)
         if dicts_c and not set(map(type, set().union(*dicts_c))) <= _TEXT:  # keys other than text: 1 == 1.0
             return all(map(same, head, caller))
         if text_enums and dicts_h and not set(map(type, set().union(*dicts_h))) <= _TEXT:
@@ -345,6 +350,29 @@ def _same_types(head: list[Any], caller: list[Any]) -> bool:
             return all(map(same, head, caller))
         head = list(_below(dicts_h, lists_h))
         caller = below
+
+
+def _text_below(dicts: list[dict[Any, Any]], lists: list[Any]) -> bool:
+    """Whether every key and value of `dicts` and every item of `lists` (and tuples) is text or None: a last
+    level of a conversation. Two C-speed passes over what the garbage collector sees inside them, which is a
+    dict's values, and its keys too unless CPython keeps them in a table that holds only exact str (checked
+    once at import: `_REFERENTS_SHOW_KEYS`). In no particular order, so only for a check of every one."""
+    if not _REFERENTS_SHOW_KEYS:
+        return False
+    types = list(map(type, gc.get_referents(*dicts, *lists)))
+    return types.count(str) == len(types) or set(types) <= _TEXT_OR_NONE
+
+
+def _referents_show_keys() -> bool:
+    """Whether gc.get_referents shows what `_text_below` relies on: a list's items, a tuple's, a dict's values
+    and the keys of a dict whose keys are not all str."""
+    key, value, item = object(), object(), object()
+    return all(any(x is wanted for x in gc.get_referents(container))
+               for container, wanted in (({key: 1}, key), ({1: value}, value), ({"k": value}, value), ([item], item),
+                                         ((item,), item)))
+
+
+_REFERENTS_SHOW_KEYS = _referents_show_keys()
 
 
 def _below(dicts: list[dict[Any, Any]], lists: list[Any]) -> Iterable[Any]:
