@@ -20,7 +20,9 @@ from math import copysign
 from operator import attrgetter, ne, not_
 from typing import Any, NamedTuple
 
-from .codec import stored_clock, stored_fields, text_enums_known, zone_name
+import orjson
+
+from .codec import MAX_DEPTH, stored_clock, stored_fields, text_enums_known, zone_name
 from .errors import PathError
 from .paths import Path, addressable
 
@@ -39,6 +41,8 @@ _DICT = frozenset({dict})
 _TEXT = frozenset({str})
 _SEQUENCES = frozenset({list, tuple})
 _NESTED = _DICT | _SEQUENCES
+_JSON_KINDS = frozenset({dict, list, str, int, float, bool, type(None)})
+_NUMBERS = frozenset({int, float, bool})
 # Types whose `==` between two values of that very type sees every difference the store keeps.
 _EXACT_BY_EQUALITY = frozenset({str, int, bool, type(None), dict, list, tuple})
 _ZONE = attrgetter("tzinfo")
@@ -314,6 +318,7 @@ def _same_types(head: list[Any], caller: list[Any]) -> bool:
     text_enums = text_enums_known()
     scalars = _NONE if text_enums else _SCALARS_EQUAL_ONLY_TO_THEMSELVES
     alone = _EQUAL_ONLY_TO_ITSELF_NOT_TEXT if text_enums else _EQUAL_ONLY_TO_ITSELF
+    first_level = True
     while True:
         types = list(map(type, caller))
         kinds = _DICT if types.count(dict) == len(types) else set(types)  # a conversation: counting is cheaper
@@ -335,8 +340,11 @@ def _same_types(head: list[Any], caller: list[Any]) -> bool:
         else:
             dicts_h, dicts_c = _only(_DICT, types, head, caller)
             lists_h, lists_c = _only(_SEQUENCES, types, head, caller)
-        if _text_below(dicts_c[-1:], lists_c[-1:]) and _text_below(dicts_c, lists_c):  # the common end
+        if _text_below(dicts_c[::64] + dicts_c[-1:], lists_c[-1:]) and _text_below(dicts_c, lists_c):  # the common end
             return not text_enums or _text_below(dicts_h, lists_h)
+        if first_level and _same_json(head, caller):  # messages holding numbers, lists and dicts of their own
+            return True
+        first_level = False
         if dicts_c and not set(map(type, set().union(*dicts_c))) <= _TEXT:  # keys other than text: 1 == 1.0
             return all(map(same, head, caller))
         if text_enums and dicts_h and not set(map(type, set().union(*dicts_h))) <= _TEXT:
@@ -361,6 +369,44 @@ def _text_below(dicts: list[dict[Any, Any]], lists: list[Any]) -> bool:
         return False
     types = list(map(type, gc.get_referents(*dicts, *lists)))
     return types.count(str) == len(types) or set(types) <= _TEXT_OR_NONE
+
+
+def _same_json(head: list[Any], caller: list[Any]) -> bool:
+    """True when two lists already equal by `==` are proven stored the same in a few C-speed passes: both
+    hold nothing but exact dicts, lists, str, int, float, bool and None all the way down (`_json_kinds`:
+    no subclass, enum, tuple or object, on either side), and then either only one kind of number other
+    than float (nothing `==` could have paired with another type), or orjson writes both as the same
+    bytes (it writes 1, 1.0, true and -0.0 each in its own way). False when that is not proven (keys in
+    another order, a key other than text, a number past 64 bits): the caller compares level by level."""
+    if not _REFERENTS_SHOW_KEYS:
+        return False
+    kinds, head_kinds = _json_kinds(caller), _json_kinds(head)
+    if kinds is None or head_kinds is None:
+        return False
+    numbers = (kinds | head_kinds) & _NUMBERS
+    if len(numbers) <= 1 and float not in numbers:
+        return True
+    try:
+        return orjson.dumps(head) == orjson.dumps(caller)
+    except orjson.JSONEncodeError:
+        return False
+
+
+def _json_kinds(values: list[Any]) -> set[type] | None:
+    """The types of the items of `values` and of everything inside them (a dict's keys too, where they are
+    not all exact str: see `_text_below`), or None unless each is exactly a dict, list, str, int, float,
+    bool or None. Level by level over what the garbage collector sees inside the containers."""
+    found: set[type] = set()
+    level = values
+    for _ in range(MAX_DEPTH + 2):  # a deeper value (or a cycle) is not stored data: not proven
+        if not level:
+            return found
+        kinds = set(map(type, level))
+        if not kinds <= _JSON_KINDS:
+            return None
+        found |= kinds
+        level = gc.get_referents(*level)  # (str, numbers, bool and None have nothing inside for it to see)
+    return None
 
 
 def _referents_show_keys() -> bool:

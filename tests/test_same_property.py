@@ -40,6 +40,7 @@ class Holder:
 
 leaves = st.one_of(st.sampled_from(WORDS), st.none(), st.sampled_from([0, 1, 2, 0.0, -0.0, 1.0, True, False]))
 values = st.recursive(leaves, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                      st.lists(inner, max_size=2).map(tuple),
                                                       st.dictionaries(st.sampled_from(KEYS), inner, max_size=3)),
                       max_leaves=6)
 messages = st.dictionaries(st.sampled_from(KEYS) | st.none() | st.sampled_from([0, 1, 1.0, True]), st.one_of(st.sampled_from(WORDS), st.none(), values), max_size=4)
@@ -77,7 +78,7 @@ def spots(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     if type(value) is dict:
         for key, item in value.items():
             found += spots(item, path + (key,))
-    elif type(value) is list:
+    elif type(value) is list:  # (a tuple is replaced whole, by a lookalike of it: none)
         for i, item in enumerate(value):
             found += spots(item, path + (i,))
     return found
