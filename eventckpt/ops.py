@@ -345,9 +345,9 @@ def _same_types(head: list[Any], caller: list[Any]) -> bool:
         if first_level and _same_json(head, caller):  # messages holding numbers, lists and dicts of their own
             return True
         first_level = False
-        if dicts_c and not set(map(type, set().union(*dicts_c))) <= _TEXT:  # keys other than text: 1 == 1.0
+        if dicts_c and not _keys_text(dicts_c):  # keys other than text: 1 == 1.0
             return all(map(same, head, caller))
-        if text_enums and dicts_h and not set(map(type, set().union(*dicts_h))) <= _TEXT:
+        if text_enums and dicts_h and not _keys_text(dicts_h):
             return all(map(same, head, caller))
         below = list(_below(dicts_c, lists_c))
         types_below = list(map(type, below))
@@ -369,6 +369,16 @@ def _text_below(dicts: list[dict[Any, Any]], lists: list[Any]) -> bool:
         return False
     types = list(map(type, gc.get_referents(*dicts, *lists)))
     return types.count(str) == len(types) or set(types) <= _TEXT_OR_NONE
+
+
+def _keys_text(dicts: list[dict[Any, Any]]) -> bool:
+    """Whether every key of every one of `dicts` is exactly a str. Each key counts: a str enum or a str
+    subclass is == to its text, so a set of the keys would keep whichever came first. When the garbage
+    collector sees only the values (every dict keeps its keys in a table of exact str), that is the answer
+    without looking at a key."""
+    if _REFERENTS_SHOW_KEYS and len(gc.get_referents(*dicts)) == sum(map(len, dicts)):
+        return True
+    return set(map(type, chain.from_iterable(dicts))) <= _TEXT
 
 
 def _same_json(head: list[Any], caller: list[Any]) -> bool:

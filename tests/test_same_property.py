@@ -1,6 +1,6 @@
 """ops.same (what save() uses to find changes) agrees with an independent exact comparison on a stored
 value and a caller's edited copy of it: conversations of text with lookalikes hidden anywhere in them
-(1, 1.0 and True, as values and as keys; a str subclass; a str enum; a None key; an instance's own
+(1, 1.0 and True, as values and as keys; a str subclass and a str enum, as values and as keys; a None key; an instance's own
 __dict__; a dict that once held a key other than text), whether or not this process knows a str enum class yet."""
 
 from __future__ import annotations
@@ -65,10 +65,13 @@ def lookalikes(value: Any) -> list[Any]:
         if not all(type(key) is str for key in value):  # a number key by one == to it: 1 -> 1.0 -> True
             return [general] + [{(kind(key) if type(key) in (int, float, bool) else key): item
                                  for key, item in value.items()} for kind in (int, float, bool)]
+        texts = [key for key in value if type(key) is str]
+        renamed = [{(new_key if key == texts[0] else key): item for key, item in value.items()}
+                   for new_key in (Text(texts[0]), *(w for w in Word if w.value == texts[0]))] if texts else []
         holder = Holder()
         for key in reversed(list(value)):  # the instance's keys in another order than the dict's
             setattr(holder, key, value[key])
-        return [holder.__dict__, general]
+        return [holder.__dict__, general, *renamed]
     return []
 
 

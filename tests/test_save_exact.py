@@ -151,6 +151,7 @@ TEXT_ENUM_PLACES = {
     "dict key": lambda x: {"v": {x: 1}},
     "dict key, nested": lambda x: {"v": {"k": {x: [1]}}},
     "dict key in a message": lambda x: {"v": [{"role": "user"}, {x: "yo"}]},
+    "dict key in a later message, its text a key before": lambda x: {"v": [{"user": [1]}, {x: [2]}]},
 }
 
 
@@ -176,6 +177,20 @@ def test_a_str_enum_of_a_class_no_codec_knows_yet_is_saved(store: eventckpt.Stor
     monkeypatch.setattr(eventckpt.codec, "_text_enums", False)  # as in a process that never saw one
     task.save(TEXT_ENUM_PLACES[place](Role.USER))
     assert strict_equal(task.state(2), TEXT_ENUM_PLACES[place](Role.USER)) and task.events(2)
+
+
+class Text(str):
+    """A str subclass: == to its text, and refused by save."""
+
+
+def test_a_str_subclass_key_after_the_same_text_as_a_key_is_refused(store: eventckpt.Store) -> None:
+    """A str subclass as a key of a later message, after a message holding that text as a key, is refused as
+    anywhere else (every key is type-checked, not one key per text) and nothing is written."""
+    task = store.stream("task-1")
+    task.save({"m": [{"n": [1]}, {"n": [2]}]})
+    with pytest.raises(eventckpt.SerializationError):
+        task.save({"m": [{"n": [1]}, {Text("n"): [2]}]})
+    assert task.version == 1
 
 
 def test_same_tells_a_str_enum_from_its_text_once_a_codec_knows_its_class() -> None:
