@@ -340,7 +340,8 @@ def _same_types(head: list[Any], caller: list[Any]) -> bool:
         else:
             dicts_h, dicts_c = _only(_DICT, types, head, caller)
             lists_h, lists_c = _only(_SEQUENCES, types, head, caller)
-        if _text_below(dicts_c[::64] + dicts_c[-1:], lists_c[-1:]) and _text_below(dicts_c, lists_c):  # the common end
+        sample = dicts_c[::64] + dicts_c[-1:]  # a conversation that is not all text fails here, cheaply
+        if _text_below(sample, lists_c[-1:]) and _text_below(dicts_c, lists_c):  # the common end
             return not text_enums or _text_below(dicts_h, lists_h)
         if first_level and _same_json(head, caller):  # messages holding numbers, lists and dicts of their own
             return True
@@ -390,7 +391,8 @@ def _same_json(head: list[Any], caller: list[Any]) -> bool:
     another order, a key other than text, a number past 64 bits): the caller compares level by level."""
     if not _REFERENTS_SHOW_KEYS:
         return False
-    kinds, head_kinds = _json_kinds(caller), _json_kinds(head)
+    kinds = _json_kinds(caller)
+    head_kinds = None if kinds is None else _json_kinds(head)  # (the store's side only when the caller's passed)
     if kinds is None or head_kinds is None:
         return False
     numbers = (kinds | head_kinds) & _NUMBERS
