@@ -171,7 +171,7 @@ class Codec:
         head's copy and the caller's value then compare by identity leaf by leaf, at C speed, instead of
         comparing every string's characters.
         """
-        copy = self._plain_copy(value, 0)
+        copy = value if type(value) is str else self._plain_copy(value, 0)  # text: the commonest value
         if copy is not _NOT_PLAIN:
             try:
                 return orjson.dumps(value), copy

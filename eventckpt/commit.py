@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from . import ops
+from .ops import DELETE, INCR, SET
 from .checkpoint import Checkpoint, now
 from .checks import added, check_new_name, check_options, is_number
 from .core import Core, Head
@@ -135,13 +136,6 @@ def commit(
     raise StoreBusyError(f"{task_id}: other writers kept committing first ({_ATTEMPTS} attempts)", code="contention")
 
 
-def commit_recorded(core: Core, task_id: str, recorded: list[Recorded], usage_add: dict[str, int | float],
-                    tool_rows: Sequence[Sequence[Any]] = (), **options: Any) -> Checkpoint:
-    """Commit recorded operations (a transaction's) as one version; `usage_add` adds to the counters."""
-    return commit(core, task_id, redoable(core, recorded), True, lambda prev: added(prev, usage_add), checked=True,
-                  tool_rows=tool_rows, **options)
-
-
 def redoable(core: Core, recorded: list[Recorded]) -> Produce:
     """The recorded operations as a commit's change, for every attempt: folding an operation puts its value
     into the head state, where later operations of the same commit may change it, so a redo starts again
@@ -160,6 +154,10 @@ def redoable(core: Core, recorded: list[Recorded]) -> Produce:
 
 class _Attempt:
     """One commit's inputs, and what its successful attempt produced."""
+
+    __slots__ = ("core", "task_id", "produce", "check_paths", "usage_of", "name", "auto", "meta_text",
+                 "expected_version", "checkpoint_id", "tool_rows", "created_at", "at", "expected_head", "stream_id",
+                 "current", "row", "head", "pending", "created", "hold")
 
     def __init__(self, core: Core, task_id: str, produce: Produce, check_paths: bool, usage_of: UsageOf,
                  name: str | None, auto: int, meta_text: str | None, expected_version: int | None,
@@ -272,19 +270,19 @@ def apply_events(
     Returns the journal rows (op, path, JSON bytes) and their value bytes.
     """
     rows: list[tuple[str, str, bytes | None]] = []
-    state, observe, apply = head.state, head.tracker.observe, ops.apply
+    state, observe, apply, resolve = head.state, head.tracker.observe, ops.apply, ops.resolve
     total = 0
     for seq, event in enumerate(events):
         if check_paths:  # recorded operations: value already encoded and copied
             op, path, value, raw = event
             # A top-level set always fits the state (a dict); anything else is checked against it
-            if op != ops.SET or len(path) != 1:
-                path = ops.resolve(state, op, path)
-            if raw is None and op != ops.DELETE:
+            if op != SET or len(path) != 1:
+                path = resolve(state, op, path)
+            if raw is None and op != DELETE:
                 raw = orjson.dumps(value)
         else:  # diff events carry the caller's objects: encode now, keep our own copy
             op, path, caller_value = event
-            if op == ops.DELETE:
+            if op == DELETE:
                 value, raw = None, None
             else:
                 try:
@@ -292,7 +290,7 @@ def apply_events(
                 except SerializationError as exc:
                     raise SerializationError(path + exc.path, exc.reason, exc.type_name) from None
         apply(state, op, path, value)
-        if op == ops.INCR and not codec.allow_nan:
+        if op == INCR and not codec.allow_nan:
             _check_sum(state, path)
         size = len(raw) if raw is not None else 0
         total += size

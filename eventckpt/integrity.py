@@ -42,7 +42,10 @@ def version_checksum(
         parts.append(head)
         if value is not None:
             parts.append(value.encode() if type(value) is str else value)
-    return hashlib.blake2b(b"".join(parts), digest_size=DIGEST_SIZE, person=_PERSON).digest()
+    hasher = _KEYED.copy()
+    hasher.update(b"".join(parts))
+    return hasher.digest()
 
 
+_KEYED = hashlib.blake2b(digest_size=DIGEST_SIZE, person=_PERSON)  # copied per version: cheaper than setting it up
 _FIELD_CACHE: dict[tuple[str, str], bytes] = {}

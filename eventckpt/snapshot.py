@@ -80,13 +80,19 @@ class Tracker:
     snap_version: int = 0
     tail_cost: int = 0
     keys: dict[str, KeyInfo] = field(default_factory=dict)
+    # the policy's figures observe() reads per event, copied once (the policy is frozen)
+    _overhead: int | float = field(init=False, repr=False, compare=False)
+    _share: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._overhead, self._share = self.policy.event_overhead, self.policy.sharing
 
     def observe(self, version: int, seq: int, op: str, path: Path, nbytes: int, value: Any) -> None:
         """Account one event (after it was applied)."""
         key = path[0]
         info = self.keys.get(key)
-        cost = nbytes + self.policy.event_overhead
-        share = self.policy.sharing
+        cost = nbytes + self._overhead
+        share = self._share
         if len(path) == 1:
             if op == DELETE:
                 self.keys.pop(key, None)

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .checks import check_added, check_number
-from .commit import Recorded, commit_recorded
+from .checks import added, check_added, check_number
+from .commit import Recorded, commit, redoable
 from .errors import InvalidArgumentError, SerializationError
 from .ops import APPEND, DELETE, EXTEND, INCR, SET, TRUNCATE
 from .paths import Path, encodable, normalize
@@ -115,5 +115,7 @@ class Transaction:
     ) -> None:
         self._done = True
         if kind is None:
-            self.checkpoint = commit_recorded(self._core, self._task_id, self._ops, self._usage, self._tools,
-                                              **self._options)
+            usage = self._usage
+            self.checkpoint = commit(self._core, self._task_id, redoable(self._core, self._ops), True,
+                                     lambda previous: added(previous, usage), checked=True, tool_rows=self._tools,
+                                     **self._options)

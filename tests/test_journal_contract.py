@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -131,6 +132,59 @@ def test_reads_see_one_snapshot(store: eventckpt.Store, store_target: str) -> No
                 j2.append(commit(row, 2, [("set", "$.a", b"2")]))
             assert journal.stream_and_head("s") == before
         assert journal.stream_and_head("s")[1] == 2
+
+
+def test_a_thread_in_a_session_gets_its_journal_again_and_keeps_it_to_itself(store: eventckpt.Store) -> None:
+    """A nested session gives the thread the same journal; no other thread uses that journal meanwhile
+    (SQLite's one connection waits for the outer session to end; PostgreSQL gives another connection)."""
+    seen: list[Journal] = []
+    with store.core.session() as outer:
+        with store.core.session() as inner:
+            assert inner is outer
+
+        def other() -> None:
+            with store.core.session() as theirs:
+                seen.append(theirs)
+
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join(0.3)
+        if store.core.backend.kind == "sqlite":
+            assert seen == []  # still waiting for this thread's session
+        else:
+            assert len(seen) == 1 and seen[0] is not outer
+        with store.core.session() as again:  # the outer session is still this thread's
+            assert again is outer
+    worker.join(10)
+    assert len(seen) == 1
+    if store.core.backend.kind == "sqlite":
+        assert seen[0] is outer  # the one connection, its turn come
+
+
+def test_a_store_closed_while_a_thread_waited_for_its_session_is_refused(tmp_path: Path) -> None:
+    """A thread waiting for the SQLite connection when the store is closed gets StoreClosedError."""
+    store = eventckpt.open(tmp_path / "s.db")
+    errors: list[BaseException] = []
+
+    def wait_then_enter() -> None:
+        try:
+            with store.core.session():
+                pass
+        except BaseException as exc:  # noqa: BLE001 (the test looks at what it was)
+            errors.append(exc)
+
+    closer = threading.Thread(target=store.close)  # sets closed, then waits for the connection too
+    with store.core.session():
+        worker = threading.Thread(target=wait_then_enter)
+        worker.start()
+        time.sleep(0.2)  # the worker waits for the connection
+        closer.start()
+        deadline = time.monotonic() + 10
+        while not store.core.closed and time.monotonic() < deadline:
+            time.sleep(0.01)
+    worker.join(10)
+    closer.join(10)
+    assert len(errors) == 1 and isinstance(errors[0], eventckpt.StoreClosedError)
 
 
 def test_lineage_and_segments_of_a_fork_of_a_fork(journal: Journal) -> None:

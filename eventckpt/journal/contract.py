@@ -550,7 +550,7 @@ class Backend(ABC):
     def __init__(self) -> None:
         self._local = threading.local()
 
-    def session(self, check: Callable[[], None] | None = None) -> Session:
+    def session(self, check: Callable[[], None] | None = None) -> AbstractContextManager[Journal]:
         """This thread's journal for a `with` block; `check()` runs once the journal is held (to refuse a
         store closed while the thread waited for it)."""
         return Session(self, self._local, check)

@@ -52,7 +52,12 @@ class SqliteBackend(Backend):
         return _own_snapshot(self._reopen)
 
     def acquire(self) -> AbstractContextManager[Journal]:
-        return _Turn(self._lock, self.journal)
+        return _Turn(self._lock, self.journal, None)
+
+    def session(self, check: Callable[[], None] | None = None) -> AbstractContextManager[Journal]:
+        # One connection behind a reentrant lock: a thread already in a session takes the lock again and
+        # gets the same journal, which is what Backend.session promises, without a thread-local to keep.
+        return _Turn(self._lock, self.journal, check)
 
     def close(self) -> None:
         with self._lock:
@@ -70,15 +75,22 @@ def _own_snapshot(reopen: Callable[[], SqliteBackend]) -> Iterator[Journal]:
 
 
 class _Turn:
-    """The connection, held by one thread at a time (a class: it is entered on every call)."""
+    """The connection, held by one thread at a time (a class: it is entered on every call); `check()` runs
+    once it is held."""
 
-    __slots__ = ("_lock", "_journal")
+    __slots__ = ("_lock", "_journal", "_check")
 
-    def __init__(self, lock: threading.RLock, journal: Journal) -> None:
-        self._lock, self._journal = lock, journal
+    def __init__(self, lock: threading.RLock, journal: Journal, check: Callable[[], None] | None) -> None:
+        self._lock, self._journal, self._check = lock, journal, check
 
     def __enter__(self) -> Journal:
         self._lock.acquire()
+        if self._check is not None:
+            try:
+                self._check()
+            except BaseException:
+                self._lock.release()
+                raise
         return self._journal
 
     def __exit__(self, *exc: object) -> None:
