@@ -17,7 +17,7 @@ import orjson
 import eventckpt
 from eventckpt.checkpoint import format_time, utc_now
 from eventckpt.integrity import ROOT
-from eventckpt.journal.sqlite import configure
+from eventckpt.journal.sqlite import STATEMENT_CACHE, configure
 from harness import Recorder, Unavailable
 from workload import Step, event_rows, initial_scratch, steps
 
@@ -148,7 +148,7 @@ class Bare:
 
     def open(self, path: str) -> None:
         eventckpt.open(path).close()  # the same schema and file settings
-        self.conn = apsw.Connection(path)
+        self.conn = apsw.Connection(path, statementcachesize=STATEMENT_CACHE)
         self.conn.execute("PRAGMA journal_mode = WAL").fetchall()
         configure(self.conn, self.durability)  # the store's own connection settings (foreign keys included)
 

@@ -1,12 +1,16 @@
 """log, history, diff and search are O(result): EXPLAIN QUERY PLAN of every statement they run shows no
-full scan of the events table (and none of versions or metadata_index for the indexed filters)."""
+full scan of the events table (and none of versions or metadata_index for the indexed filters). And every
+read's statements are prepared once: run again, a read compiles nothing."""
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
 
+import apsw
 import pytest
 
 import eventckpt
@@ -124,6 +128,69 @@ def test_no_full_scans(busy: eventckpt.Store, name: str) -> None:
     for sql, plan in plans(busy, lambda: CALLS[name](busy)):
         scans = [step for step in plan if FULL_SCAN.match(step)]
         assert not scans, f"{name}: {scans} in\n{sql}\n{plan}"
+
+
+def compiled(conn: Any, call: Callable[[], Any]) -> int:
+    """How many times SQLite compiled a statement while `call` ran: the authorizer is asked only while a
+    statement is prepared (or prepared again), never when a cached one runs."""
+    asked = [0]
+
+    def authorizer(*args: Any) -> int:
+        asked[0] += 1
+        return apsw.SQLITE_OK
+
+    conn.authorizer = authorizer  # setting it expires every prepared statement: they compile once more
+    try:
+        call()
+        asked[0] = 0
+        call()
+    finally:
+        conn.authorizer = None
+    return asked[0]
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_a_repeated_read_compiles_nothing(busy: eventckpt.Store, name: str) -> None:
+    """Statements come from the cache as prepared: binding new values never makes SQLite prepare one
+    again (which it does, without the planner stability guarantee, for a WHERE it matched against a
+    partial index)."""
+    assert compiled(busy.core.backend.journal.conn, lambda: read_all(CALLS[name](busy))) == 0
+
+
+def read_all(result: Any) -> Any:
+    """Whatever a call returns, with the values a diff reads lazily read too."""
+    if isinstance(result, eventckpt.diffing.Diff):
+        [c.new for c in result]
+    return result
+
+
+def test_a_repeated_langgraph_read_compiles_nothing(tmp_path: Path) -> None:
+    """get_state of the newest and of an older checkpoint, and a listing, compile nothing when repeated."""
+    from langgraph.graph import END, START, StateGraph  # the langgraph extra is part of the test extras
+
+    from eventckpt.langgraph import EventCkptSaver
+
+    class State(TypedDict):
+        log: Annotated[list, operator.add]
+        step: int
+
+    graph = StateGraph(State)
+    graph.add_node("node", lambda s: {"log": [{"n": s["step"]}], "step": s["step"] + 1})
+    graph.add_edge(START, "node")
+    graph.add_conditional_edges("node", lambda s: END if s["step"] >= 30 else "node")
+    with EventCkptSaver(tmp_path / "lg.db") as saver:
+        app = graph.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "t"}}
+        app.invoke({"log": [], "step": 0}, config)
+        older = [h.config for h in app.get_state_history(config)][15]
+        conn = saver.store.core.backend.journal.conn
+
+        def reads() -> None:
+            app.get_state(config)
+            app.get_state(older)
+            list(saver.list(config, limit=5))
+
+        assert compiled(conn, reads) == 0
 
 
 def test_history_until_seeks_both_version_bounds(busy: eventckpt.Store) -> None:
