@@ -26,8 +26,8 @@ import threading
 import types
 import typing
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from functools import lru_cache
 from operator import attrgetter
 from decimal import Decimal
@@ -764,15 +764,22 @@ def _passthrough(cls: type, parse: Any) -> Any:
     return hook
 
 
-@contextmanager
-def quiet_gc() -> Iterator[None]:
+def quiet_gc() -> AbstractContextManager[None]:
     """Pause the cyclic GC while decoding big payloads: JSON data has no cycles, and the collector
     would otherwise rescan the growing heap many times during one large decode."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+    return _QuietGc()
+
+
+class _QuietGc:
+    """What quiet_gc() returns (a class: reads enter several, and a generator-based one costs more)."""
+
+    __slots__ = ("_paused",)
+
+    def __enter__(self) -> None:
+        self._paused = gc.isenabled()
+        if self._paused:
+            gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._paused:
+            gc.enable()

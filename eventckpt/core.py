@@ -66,7 +66,6 @@ class Core:
         self._cache_lock = threading.Lock()
         self._stream_locks = [threading.RLock() for _ in range(_STRIPES)]
         self.closed = False
-        self._check_open = self._open  # bound once: every call of the API enters a session
 
     # -- sessions ---------------------------------------------------------------------------------
 
@@ -74,7 +73,7 @@ class Core:
         """A journal for this thread (the same one again when the thread is already in a session)."""
         if self.closed:
             raise StoreClosedError()
-        return self.backend.session(self._check_open)
+        return self.backend.session(self._open)
 
     def _open(self) -> None:
         if self.closed:  # closed while this thread waited for the journal

@@ -138,9 +138,17 @@ def test_a_thread_in_a_session_gets_its_journal_again_and_keeps_it_to_itself(sto
     """A nested session gives the thread the same journal; no other thread uses that journal meanwhile
     (SQLite's one connection waits for the outer session to end; PostgreSQL gives another connection)."""
     seen: list[Journal] = []
+    nested: list[bool] = []
+
+    def enter_twice() -> None:
+        with store.core.session() as outer, store.core.session() as inner:
+            nested.append(inner is outer)
+
+    twice = threading.Thread(target=enter_twice, daemon=True)
+    twice.start()
+    twice.join(10)
+    assert nested == [True]  # a session that is not reentrant would still be waiting for itself
     with store.core.session() as outer:
-        with store.core.session() as inner:
-            assert inner is outer
 
         def other() -> None:
             with store.core.session() as theirs:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +211,23 @@ def test_connection_setup(db_path: Path) -> None:
         conn = store.core.backend.journal.conn
         assert conn.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
         assert conn.execute("PRAGMA busy_timeout").fetchall()[0][0] == 7000
+
+
+def test_a_store_dropped_without_close_is_freed_at_once(db_path: Path) -> None:
+    """A store the caller drops unclosed releases its connection then (nothing in it refers back to it),
+    not whenever the cyclic collector next runs: SQLite removes the -wal file as the connection closes."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        store = eventckpt.open(db_path)
+        store.stream("s").save({"k": 1})
+        core = weakref.ref(store.core)
+        del store
+        assert core() is None
+        assert not os.path.exists(f"{db_path}-wal")
+    finally:
+        if paused:
+            gc.enable()
 
 
 def test_vfs_routes_file_access(db_path: Path) -> None:

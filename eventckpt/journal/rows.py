@@ -155,9 +155,9 @@ class MetaFilter:
     terms: tuple[MetaTerm, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class LangGraphRow:
-    """A LangGraph checkpoint as the saver lists it: where its state lives and what LangGraph adds."""
+class LangGraphRow(NamedTuple):
+    """A LangGraph checkpoint as the saver lists it: where its state lives and what LangGraph adds (a
+    tuple: a listing builds one per checkpoint, at a fifth of a frozen dataclass's cost)."""
 
     thread_id: str
     checkpoint_ns: str

@@ -7,7 +7,7 @@ import itertools
 import os
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NoReturn
 
 import apsw
@@ -255,19 +255,9 @@ class Engine:
             raise
         self.commit()
 
-    @contextmanager
-    def read(self) -> Iterator[None]:
+    def read(self) -> AbstractContextManager[None]:
         """A consistent read snapshot across several queries (joins an open transaction)."""
-        if self._depth:
-            yield
-            return
-        self._run("BEGIN")
-        self._depth = 1
-        try:
-            yield
-        finally:
-            self._depth = 0
-            self._rollback()  # a read transaction has nothing to commit
+        return _Read(self)
 
     def _rollback(self) -> None:
         if not self.conn.get_autocommit():
@@ -303,3 +293,26 @@ class Engine:
 
     def schema_version(self) -> int:
         return self._one("PRAGMA user_version")[0]
+
+
+class _Read:
+    """What Engine.read() returns (a class: every read of the API enters one, and a generator-based
+    context manager costs several times as much)."""
+
+    __slots__ = ("_engine", "_began")
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def __enter__(self) -> None:
+        engine = self._engine
+        self._began = not engine._depth  # inside a transaction: join it
+        if self._began:
+            engine._run("BEGIN")
+            engine._depth = 1
+
+    def __exit__(self, *exc: object) -> None:
+        if self._began:
+            engine = self._engine
+            engine._depth = 0
+            engine._rollback()  # a read transaction has nothing to commit
