@@ -22,14 +22,14 @@ from typing import Any
 import orjson
 
 from . import ops
-from .ops import DELETE, INCR, SET
 from .checkpoint import Checkpoint, now
-from .checks import added, check_new_name, check_options, is_number
+from .checks import check_new_name, check_options, is_number
 from .core import Core, Head
 from .errors import (ConflictError, DuplicateCheckpointIdError, InvalidArgumentError, PathError, SerializationError,
                      StoreBusyError, StoreUnavailableError, StreamExistsError)
 from .integrity import version_checksum
 from .journal import CheckpointIdTaken, Commit, HistoryRewritten, Journal, StreamRow, VersionRow, VersionTaken
+from .ops import DELETE, INCR, SET
 from .paths import Path, to_text
 
 # (op, path, value for the state, JSON bytes of that value or None)

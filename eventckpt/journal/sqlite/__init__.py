@@ -23,8 +23,8 @@ from .langgraph import LangGraphTables
 from .queries import RESHAPING, Queries
 from .tables import Tables
 
-__all__ = ["APPLICATION_ID", "DURABILITY", "RESHAPING", "SCHEMA_VERSION", "STATEMENT_CACHE", "SqliteBackend", "SqliteJournal", "configure", "connect",
-           "schema_files"]
+__all__ = ["APPLICATION_ID", "DURABILITY", "RESHAPING", "SCHEMA_VERSION", "STATEMENT_CACHE", "SqliteBackend",
+           "SqliteJournal", "configure", "connect", "schema_files"]
 
 
 class SqliteJournal(Tables, LangGraphTables, Queries, Journal):
