@@ -103,8 +103,8 @@ def later_prefixes(journal: Journal, segments: Sequence[Segment], version: int,
     """Those `lists` that only grew since `version` (nothing but appends and extends at the key itself
     after `version` through the later version), each with its length at `version`: the list there is the
     later list's first that many items. Counted in the indexes, without reading any item; `segments` reach
-    the later versions, which the caller has checked this read sees. A list that would be empty is left out: it may as well not have existed at
-    `version` (appends create the list they extend)."""
+    the later versions, which the caller has checked this read sees. A list that would be empty is left
+    out: it may as well not have existed at `version` (appends create the list they extend)."""
     out = {}
     for key, later in lists.items():
         if later.version < version:
