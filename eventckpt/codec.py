@@ -372,13 +372,13 @@ class Codec:
 
     # -- decoding ---------------------------------------------------------------------------------
 
-    def decode(self, text: str | bytes) -> Any:
-        """The value stored as JSON `text`."""
+    def decode(self, text: str | bytes, *, untag: bool = True) -> Any:
+        """The value stored as JSON `text` (`untag=False`: its tagged forms left as the JSON has them)."""
         try:
             data = orjson.loads(text)
         except orjson.JSONDecodeError as exc:  # only the store's own JSON is decoded: the file is damaged
             raise CorruptStoreError(f"stored JSON is damaged: {exc}", code="corrupt") from None
-        return self.untag(data) if _has_tags(text) else data
+        return self.untag(data) if untag and _has_tags(text) else data
 
     def decode_many(self, texts: list[str]) -> list[Any]:
         """Decode many stored JSON texts with one parser call (the replay hot path). A text may also be
@@ -387,7 +387,21 @@ class Codec:
             return []
         joined = "[" + ",".join(texts) + "]"
         with quiet_gc():
-            return self.decode(joined)
+            if not _has_tags(joined):
+                return self.decode(joined)
+            data = self.decode(joined, untag=False)
+            if len(data) != len(texts):  # some text was a run of items: no text-to-item pairing
+                return self.untag(data)
+            return [self._untag_stored(text, item) if _has_tags(text) else item for text, item in zip(texts, data)]
+
+    def _untag_stored(self, text: str, item: Any) -> Any:
+        """`item` (decoded from `text`) untagged. A value whose one tagged form is itself, a tuple (as the
+        LangGraph saver stores each msgpack extension, every message of a conversation), needs no walk
+        below it: its text holds no other object whose first key starts with "$" (a quote inside a JSON
+        string is escaped, so the marker cannot hide in one)."""
+        if type(item) is dict and len(item) == 1 and type(item.get("$tuple")) is list and text.count(_TAG_MARK) == 1:
+            return tuple(item["$tuple"])
+        return self.untag(item)
 
     def untag(self, data: Any) -> Any:
         """Turn tagged forms inside decoded JSON data back into Python values."""

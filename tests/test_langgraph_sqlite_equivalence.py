@@ -115,6 +115,7 @@ def run(saver: BaseCheckpointSaver) -> dict[str, Any]:
     out["streamed"] += streamed(app.stream(None, forked, stream_mode="values"))
     out["streamed"] += streamed(app.stream(Command(resume="again"), config, stream_mode="values"))
     out["history"] = [snapshot(h) for h in app.get_state_history(config)]
+    out["each"] = [snapshot(app.get_state(h.config)) for h in app.get_state_history(config)]  # one by one
     out["final"] = snapshot(app.get_state(config, subgraphs=True))
     out["pending"] = sorted(
         (w[1], repr([i.value for i in w[2]] if w[1] == "__interrupt__" else w[2]))
