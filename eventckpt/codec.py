@@ -123,6 +123,8 @@ class Codec:
         self.keep_unknown = unknown_types == "keep"
         self._classes: dict[str, type] = {}
         self._converter: cattrs.Converter | None = None
+        # A subclass that decodes tags its own way (StoredCodec keeps tuples as stored) must see every tag.
+        self._plain_tuples = type(self)._from_tag is Codec._from_tag
         for cls in types:
             self.register(cls)
 
@@ -399,7 +401,8 @@ class Codec:
         LangGraph saver stores each msgpack extension, every message of a conversation), needs no walk
         below it: its text holds no other object whose first key starts with "$" (a quote inside a JSON
         string is escaped, so the marker cannot hide in one)."""
-        if type(item) is dict and len(item) == 1 and type(item.get("$tuple")) is list and text.count(_TAG_MARK) == 1:
+        if (self._plain_tuples and type(item) is dict and len(item) == 1 and type(item.get("$tuple")) is list
+                and text.count(_TAG_MARK) == 1):
             return tuple(item["$tuple"])
         return self.untag(item)
 
