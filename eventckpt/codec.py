@@ -20,14 +20,12 @@ import base64
 import dataclasses
 import datetime as dt
 import enum
-import gc
 import math
 import threading
 import types
 import typing
 import uuid
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
 from functools import lru_cache
 from operator import attrgetter
 from decimal import Decimal
@@ -41,6 +39,7 @@ from cattrs.disambiguators import create_default_dis_func
 from cattrs.preconf.orjson import make_converter as _make_orjson_converter
 
 from .errors import CorruptStoreError, SerializationError
+from .gcpause import quiet_gc
 
 MAX_DEPTH = 100
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
@@ -779,24 +778,3 @@ def _passthrough(cls: type, parse: Any) -> Any:
         return value if isinstance(value, cls) else parse(value)
 
     return hook
-
-
-def quiet_gc() -> AbstractContextManager[None]:
-    """Pause the cyclic GC while decoding big payloads: JSON data has no cycles, and the collector
-    would otherwise rescan the growing heap many times during one large decode."""
-    return _QuietGc()
-
-
-class _QuietGc:
-    """What quiet_gc() returns (a class: reads enter several, and a generator-based one costs more)."""
-
-    __slots__ = ("_paused",)
-
-    def __enter__(self) -> None:
-        self._paused = gc.isenabled()
-        if self._paused:
-            gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._paused:
-            gc.enable()

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .checkpoint import Checkpoint
-from .codec import quiet_gc
 from .errors import InvalidArgumentError, VersionNotFoundError
+from .gcpause import quiet_gc
 from .journal import EventRow, Journal, Segment
 from .materialize import appended_items, rebuild_key, replay
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE, same

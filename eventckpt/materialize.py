@@ -7,8 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .codec import Codec, quiet_gc
+from .codec import Codec
 from .errors import CorruptStoreError, SerializationError
+from .gcpause import quiet_gc
 from .journal import EventRow, Journal, Segment, StreamRow, segments_for
 from .ops import APPEND, DELETE, EXTEND, SET, apply
 from .paths import child_ranges, from_text, to_text

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import orjson
 
 from .checkpoint import Checkpoint, parse_time
-from .codec import Codec, quiet_gc
+from .codec import Codec
 from .diffing import MISSING, descend, value_at
 from .errors import InvalidArgumentError, VersionNotFoundError
 from .errors import PathError
+from .gcpause import quiet_gc
 from .journal import HistoryRow, Journal, LogRow, MetaFilter, MetaTerm, Segment, StreamKey, StreamRow
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE, apply, same
 from .paths import Path, addressable, from_text, normalize, to_text

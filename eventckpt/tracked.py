@@ -50,9 +50,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .codec import PlainData, quiet_gc
+from .codec import PlainData
 from .commit import Recorded
 from .errors import InvalidArgumentError, SerializationError
+from .gcpause import quiet_gc
 from .ops import APPEND, DELETE, EXTEND, SET, TRUNCATE
 from .paths import Path, addressable
 from .prepared import PreparedSave

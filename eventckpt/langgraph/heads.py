@@ -29,7 +29,7 @@ from typing import Any
 
 import ormsgpack
 
-from ..codec import quiet_gc
+from ..gcpause import quiet_gc
 from .values import TREE_ENCODING, array_header, pack, packed_items
 
 PLAIN, MSGPACK = "plain", "msgpack"

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..codec import quiet_gc
 from ..errors import CorruptStoreError, SerializationError, StreamNotFoundError, VersionNotFoundError
+from ..gcpause import quiet_gc
 from ..ops import APPEND, EXTEND, SET, TRUNCATE, apply
 from ..paths import from_text
 

@@ -35,7 +35,6 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..checkpoint import now
-from ..codec import quiet_gc
 from ..errors import (
     ConflictError,
     DuplicateCheckpointIdError,
@@ -44,6 +43,7 @@ from ..errors import (
     SerializationError,
     StoreUnavailableError,
 )
+from ..gcpause import quiet_gc
 from ..journal import LangGraphRow
 from ..materialize import LaterList
 from ..paths import to_text
