@@ -388,9 +388,9 @@ class Codec:
             return []
         joined = "[" + ",".join(texts) + "]"
         with quiet_gc():
-            if not _has_tags(joined):
-                return self.decode(joined)
             data = self.decode(joined, untag=False)
+            if not _has_tags(joined):
+                return data
             if len(data) != len(texts):  # some text was a run of items: no text-to-item pairing
                 return self.untag(data)
             return [self._untag_stored(text, item) if _has_tags(text) else item for text, item in zip(texts, data)]
