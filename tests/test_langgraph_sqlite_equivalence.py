@@ -209,7 +209,9 @@ def run_agent(saver: BaseCheckpointSaver, reopen: Any = None) -> dict[str, Any]:
             chunks += streamed_values(app, Command(resume=f"approved {i}"), config)
         streamed.append(chunks)
     app = agent_graph().compile(checkpointer=saver)
-    return {"streamed": streamed, "history": [snapshot(h) for h in app.get_state_history(config)],
+    history = list(app.get_state_history(config))
+    return {"streamed": streamed, "history": [snapshot(h) for h in history],
+            "each": [snapshot(app.get_state(h.config)) for h in history],  # one by one: the older-checkpoint path
             "pending": sorted((w[1], repr(w[2])) for t in saver.list(config) for w in (t.pending_writes or [])
                               if w[1] != "__interrupt__")}
 
@@ -248,6 +250,7 @@ def test_an_agent_loop_with_real_messages_is_equal_at_every_step(tmp_path: Path,
     assert any(m.content.startswith("revised") for m in history[0]["values"]["messages"])
     assert got["streamed"] == expected["streamed"]
     assert got["history"] == history
+    assert got["each"] == expected["each"]
     assert got["pending"] == expected["pending"]
 
 

@@ -14,6 +14,10 @@ per item (C speed, and the scalars are shared, being immutable), which costs les
 key and text again, and less to free. The copies are made when the blob is built or extended (what was
 set or appended), never handed out; the list is packed into bytes once an item that is not flat joins it.
 
+A list of serde (msgpack) items also keeps where each item's bytes end, so that an older checkpoint
+whose list only grew since is restored from a prefix of these bytes (`marks`), as SqliteSaver hands the
+serde its stored blob, instead of from the journal's JSON packed back into msgpack.
+
 An entry is keyed by stream id and version: a version's state never changes and stream ids are never
 reused, so an entry is never stale; at most `size` threads are kept (least recently used first out).
 """
@@ -24,13 +28,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import accumulate, chain
 from typing import Any
 
 import ormsgpack
 
 from ..gcpause import quiet_gc
-from .values import TREE_ENCODING, array_header, pack, packed_items
+from .values import TREE_ENCODING, PackedPrefix, array_header, pack, packed_items
 
 PLAIN, MSGPACK = "plain", "msgpack"
 _SCALARS = frozenset((str, int, float, bool, type(None)))  # immutable: a copy of an item may share them
@@ -48,6 +52,7 @@ class Blob:
     count: int | None = None
     size: int = -1  # the bytes of `body` that are this blob's (a later blob may have grown it)
     flat: list[dict[str, Any]] | None = None  # its first `count` items are this blob's (a later one may grow it)
+    ends: list[int] | None = None  # a msgpack list's: where each item's bytes end in `body` (the first `count`)
 
     def __post_init__(self) -> None:
         if self.size < 0:
@@ -77,11 +82,21 @@ class Blob:
         assert self.flat is not None and self.count is not None and 0 <= count <= self.count
         return list(map(dict.copy, self.flat[:count]))
 
-    def extended(self, items: bytes, count: int, values: list[Any] | None = None) -> Blob:
+    def marks(self, count: int) -> list[PackedPrefix]:
+        """The first `count` items of a msgpack list kept with their ends, as `count` marks of one
+        PackedPrefix holding their bytes (count <= self.count)."""
+        assert self.ends is not None and self.body is not None and self.count is not None and 0 <= count <= self.count
+        if not count:
+            return []
+        return [PackedPrefix(bytes(self.body[: self.ends[count - 1]]), count)] * count
+
+    def extended(self, items: bytes, count: int, values: list[Any] | None = None,
+                 sizes: list[int] | None = None) -> Blob:
         """This list with `count` items (given as their joined bytes, and for a plain list as `values`, the
-        items themselves) appended. They are appended in place, after this blob's own: it keeps reading
-        what it held (a reader on another thread may still hold it), and the appending costs what was
-        appended. ormsgpack.MsgpackEncodeError when flat items that must now be packed cannot be."""
+        items themselves; `sizes`: each item's bytes, for a msgpack list that keeps its ends) appended.
+        They are appended in place, after this blob's own: it keeps reading what it held (a reader on
+        another thread may still hold it), and the appending costs what was appended.
+        ormsgpack.MsgpackEncodeError when flat items that must now be packed cannot be."""
         flat, length = self.flat, self.count or 0
         if flat is not None:
             added = flat_copies(values) if values is not None and len(values) == count else None
@@ -92,8 +107,12 @@ class Blob:
             assert self.body is not None
             body = self.body if type(self.body) is bytearray and len(self.body) == self.size else bytearray(
                 self.body[: self.size])
+        ends = None
+        if (self.ends is not None and sizes is not None and len(sizes) == count and sum(sizes) == len(items)
+                and len(self.ends) >= length and self.size == (self.ends[length - 1] if length else 0)):
+            ends = grown(self.ends, length, list(accumulate(sizes, initial=self.size))[1:])
         body += items
-        return Blob(self.kind, body, length + count)
+        return Blob(self.kind, body, length + count, ends=ends)
 
 
 def blob_of(stored: Any, encoding: list[str] | None, data: bytes | None = None) -> Blob:
@@ -107,7 +126,8 @@ def blob_of(stored: Any, encoding: list[str] | None, data: bytes | None = None) 
             return Blob(PLAIN, packed_items(ormsgpack.packb(stored)), len(stored))
         return Blob(PLAIN, ormsgpack.packb(stored))
     if encoding == TREE_ENCODING and type(stored) is list:
-        return Blob(MSGPACK, b"".join(map(pack, stored)), len(stored))
+        parts = list(map(pack, stored))
+        return Blob(MSGPACK, b"".join(parts), len(stored), ends=list(accumulate(map(len, parts))))
     return Blob(encoding[0], data if data is not None else (pack(stored) if encoding == TREE_ENCODING else stored))
 
 

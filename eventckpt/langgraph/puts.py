@@ -63,7 +63,7 @@ from ..ops import SET as SET_OP
 from ..paths import addressable
 from .heads import Blob, Entry, blob_of, grown
 from .layout import OVERFLOW, SERDE, channel_key
-from .values import TREE_ENCODING, Encoded, Values
+from .values import TREE_ENCODING, Encoded, Values, pack
 from .writes import TaskWrites, Write, reference
 
 KEEP, EXTEND, SET, MERGE = "keep", "extend", "set", "merge"
@@ -109,7 +109,8 @@ class Plan:
     unchecked: set[str] = field(default_factory=set)
     channels: dict[str, Channel] = field(default_factory=dict)
     overflow: frozenset[str] = frozenset()
-    # channel -> (KEEP,) | (EXTEND, bytes, n, plain items or None) | (SET, Encoded) | (MERGE, {key: value or _MISSING})
+    # channel -> (KEEP,) | (EXTEND, bytes, n, plain items or None, msgpack item sizes or None) | (SET, Encoded)
+    #   | (MERGE, {key: value or _MISSING})
     blobs: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     references: list[tuple[str, int, list[Any]]] = field(default_factory=list)  # (task id, idx, reference)
 
@@ -247,7 +248,8 @@ class Put:
         if prev.encoding is not None:
             plan.keep.add(SERDE + key)
         plan.channels[name] = Channel(prev.encoding, length + len(items), grown(prev.given, length, value[length:]))
-        plan.blobs[name] = (EXTEND, body, len(items), items if prev.encoding is None else None)
+        sizes = list(map(len, map(pack, items))) if prev.encoding == TREE_ENCODING else None  # the head's ends
+        plan.blobs[name] = (EXTEND, body, len(items), items if prev.encoding is None else None, sizes)
         return True
 
     def _merge(self, plan: Plan, key: str, name: str, value: Any, prev: Channel) -> bool:

@@ -56,7 +56,7 @@ from .memory import Memory
 from .layout import OVERFLOW, SERDE, channel_key, tree_name
 from .puts import Channel, Plan, Put, Thread
 from .replay import states_at
-from .values import TREE_ENCODING, Values
+from .values import TREE_ENCODING, PackedPrefix, PrefixUnusable, Values
 from .writes import TaskWrites, Write, encode_writes, is_reference, parse_row, referred, replaces, resolve, row_text
 
 _CHECKPOINTER_KEY = "__pregel_checkpointer"  # LangGraph's CONFIG_KEY_CHECKPOINTER
@@ -144,20 +144,10 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         checkpoint_id = _checkpoint_id(config)
         known = self._memory.thread((thread_id, ns))  # one dict read: no lock, so reads never wait for puts
         if checkpoint_id is not None and (known is None or known.checkpoint_id != checkpoint_id):
-            # an older checkpoint: found and restored in one read transaction, decoded after it
-            items: dict[int, tuple[Any, Any]] = {}
-            with self.store.core.session() as journal:
-                proven = not journal.in_transaction  # our own snapshot, not a caller's transaction
-                with journal.read():
-                    rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns,
-                                                         checkpoint_id=checkpoint_id, limit=1,
-                                                         child=True)  # its writes may refer to its child
-                    if not rows:
-                        return None
-                    read = self._read(rows, items, proven, self._later_lists(rows[0]))
-            # One checkpoint: each list decodes whole, in one serde call (sharing decoded items between
-            # checkpoints is what pays in a listing, item by item).
-            return self._build(rows, *read, None)[0]
+            try:
+                return self._older(thread_id, ns, checkpoint_id, prefixes=True)
+            except PrefixUnusable:  # a cached list's prefix that cannot stand for the items: read them all
+                return self._older(thread_id, ns, checkpoint_id, prefixes=False)
         key = (thread_id, ns, checkpoint_id)
         with self.store.core.session() as journal:
             mark = journal.change_mark()
@@ -242,14 +232,33 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             chunk = rows[start : start + _CHUNK]
             yield from self._build(chunk, *self._read(chunk, items), items, newest, keep)
 
+    def _older(self, thread_id: str, ns: str, checkpoint_id: str, prefixes: bool) -> CheckpointTuple | None:
+        """An older checkpoint, found and restored in one read transaction, decoded after it. With
+        `prefixes`, its lists that only grew since the cached newest checkpoint are taken from that."""
+        items: dict[int, tuple[Any, Any]] = {}
+        with self.store.core.session() as journal:
+            proven = not journal.in_transaction  # our own snapshot, not a caller's transaction
+            with journal.read():
+                rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id,
+                                                     limit=1, child=True)  # its writes may refer to its child
+                if not rows:
+                    return None
+                read = self._read(rows, items, proven, self._later_lists(rows[0]) if prefixes else None)
+        # One checkpoint: each list decodes whole, in one serde call (sharing decoded items between
+        # checkpoints is what pays in a listing, item by item).
+        return self._build(rows, *read, None)[0]
+
     def _later_lists(self, row: LangGraphRow) -> dict[str, LaterList] | None:
         """The lists of the cached newest checkpoint of the row's stream when it is the row's or a later
-        one: an older checkpoint's list that only grew since is a prefix of it, copied instead of read."""
+        one: an older checkpoint's list that only grew since is a prefix of it, copied instead of read
+        (a list of flat dicts), or taken as its bytes (a list of serde items: see PackedPrefix)."""
         entry = self._heads.newest(row.stream_id)
         if entry is None or entry.version < row.version:
             return None
-        return {name: LaterList(entry.version, blob.count, blob.head) for name, blob in entry.channels.items()
-                if blob.flat is not None and blob.count is not None and channel_key(name) is not None}
+        return {name: LaterList(entry.version, blob.count, blob.head if blob.flat is not None else blob.marks)
+                for name, blob in entry.channels.items()
+                if blob.count is not None and (blob.flat is not None or blob.ends is not None)
+                and channel_key(name) is not None}
 
     def _read(self, chunk: Sequence[LangGraphRow], items: dict[int, tuple[Any, Any]], proven: bool = False,
               lists: dict[str, LaterList] | None = None,
@@ -330,7 +339,7 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
             for thread_id, ns, channel, ref in wanted:
                 state = states.get(where.get((thread_id, ns, ref[1])))  # type: ignore[arg-type]
                 found = referred(state, channel, ref) if state is not None else None
-                if found is None:
+                if found is None or any(type(item) is PackedPrefix for item in found):  # not the items: read them
                     rest.append((thread_id, ns, channel, ref))
                 else:
                     out[id(ref)] = values.decode(found[0], ref[6]) if ref[5] else values.decode(found, ref[6], items)

@@ -38,6 +38,23 @@ _NON_FINITE = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]|\xca[\x7f\xff][\x80-\xff]"
 TREE_ENCODING = ["msgpack", TREE]
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class PackedPrefix:
+    """Stands in, in a state being restored, for each of the first `count` items of a msgpack list whose
+    bytes a later version's cached list already holds (see heads.Blob.marks): `body` is those items'
+    msgpack, back to back. `Values.decode` hands them to the serde as they are, so an older checkpoint's
+    messages are neither read from the journal nor packed again. Only get_tuple of one older checkpoint
+    makes them; they compare equal to nothing but themselves."""
+
+    body: bytes
+    count: int
+
+
+class PrefixUnusable(Exception):
+    """A state holds PackedPrefix items where they cannot be decoded as a prefix (the caller restores the
+    checkpoint without them)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Encoded:
     """A value as the state holds it, its encoding, and (unless plain) the serde's bytes of it."""
@@ -107,6 +124,8 @@ class Values:
         """The value stored with `encoding`. With `items` (a cache shared by one listing), a msgpack
         array is decoded item by item and items already decoded are reused: states that share a
         message share its decoded object instead of decoding it once per checkpoint."""
+        if type(stored) is list and stored and type(stored[0]) is PackedPrefix:
+            return self._decode_prefixed(stored, encoding)
         if encoding is None:
             return stored
         try:
@@ -130,6 +149,19 @@ class Values:
                 out.append(hit[1])
             return out
         return self.serde.loads_typed(("msgpack", _pack(stored)))
+
+    def _decode_prefixed(self, stored: list[Any], encoding: Any) -> Any:
+        """A msgpack list whose first items are PackedPrefix marks of one prefix (and the rest stored trees):
+        its bytes are the prefix's, then the rest packed; PrefixUnusable when it is not that."""
+        mark = stored[0]
+        n = mark.count
+        if encoding != TREE_ENCODING or len(stored) < n or stored[n - 1] is not mark or stored.count(mark) != n:
+            raise PrefixUnusable
+        rest = stored[n:]
+        if any(type(item) is PackedPrefix for item in rest):
+            raise PrefixUnusable
+        data = b"".join((array_header(len(stored)), mark.body, *map(_pack, rest)))
+        return self.serde.loads_typed(("msgpack", data))
 
 
 def array_header(count: int) -> bytes:

@@ -1,0 +1,107 @@
+"""An older checkpoint's list of serde items (real LangChain messages) read from the cached newest
+checkpoint's bytes: a prefix of them stands for the list when it only grew since (heads.Blob.marks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.graph.message import add_messages
+
+from eventckpt import SnapshotPolicy
+from eventckpt.langgraph import EventCkptSaver, heads
+from eventckpt.langgraph.values import PackedPrefix
+from tests.langgraph_graphs import looping
+
+POLICY = SnapshotPolicy(tail_ratio=0.2, min_tail_bytes=256, event_overhead=16, share_min_bytes=64)
+CONFIG = {"configurable": {"thread_id": "t"}, "recursion_limit": 200}
+
+
+class Chat(TypedDict):
+    messages: Annotated[list, add_messages]
+    step: int
+
+
+def chat_graph(steps: int) -> Any:
+    def node(state: Chat) -> dict[str, Any]:
+        n = state["step"] + 1
+        out: list[Any] = [AIMessage(f"calling {n}", id=f"ai-{n}",
+                                    tool_calls=[{"name": "look", "args": {"n": n}, "id": f"call-{n}"}]),
+                          ToolMessage(f"result {n} " + "r" * (n * 7 % 50), tool_call_id=f"call-{n}", id=f"tool-{n}")]
+        if n == 12:
+            out.append(AIMessage("revised 3", id="ai-3"))  # replaced by id: an old item changed
+        if n == 20:
+            out.append(RemoveMessage(id="tool-5"))  # the list shrank
+        return {"messages": out, "step": n}
+
+    return looping(Chat, node, lambda s: s["step"] >= steps)
+
+
+def compare_every_older(saver: EventCkptSaver, path: Path, taken: list[tuple[int, int]]) -> list[int]:
+    """Every older checkpoint read by `saver` equals a fresh saver's read of it (which has nothing cached);
+    the steps whose messages came from the cached bytes."""
+    from_cache = []
+    with EventCkptSaver(path) as fresh:
+        for older in [t.config for t in fresh.list(CONFIG)][1:]:
+            del taken[:]
+            got, want = saver.get_tuple(older), fresh.get_tuple(older)
+            assert got is not None and want is not None
+            values, expected = got.checkpoint["channel_values"], want.checkpoint["channel_values"]
+            assert values == expected
+            messages = values.get("messages", [])
+            assert [type(m) for m in messages] == [type(m) for m in expected.get("messages", [])]
+            assert got.pending_writes == want.pending_writes and got.metadata == want.metadata
+            if taken:
+                assert [count for _, count in taken] == [len(messages)]
+                from_cache.append(want.metadata["step"])
+            if messages:
+                messages[0].content = "changed by the caller"  # fresh objects: no later read sees it
+            assert saver.get_tuple(older).checkpoint["channel_values"] == expected
+    return from_cache
+
+
+@pytest.fixture
+def taken(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """(items of the cached list, items taken as bytes) of each use of a cached list's prefix."""
+    out: list[tuple[int, int]] = []
+    marks = heads.Blob.marks
+    monkeypatch.setattr(heads.Blob, "marks", lambda blob, count: out.append((blob.count, count)) or marks(blob, count))
+    return out
+
+
+def test_older_checkpoints_read_their_messages_from_the_cached_bytes(tmp_path: Path,
+                                                                      taken: list[tuple[int, int]]) -> None:
+    """With the newest checkpoint cached, by the saver that wrote it (its puts appended to the cached bytes)
+    or by one that read it, an older checkpoint whose messages only grew since reads them as a prefix of
+    the cached bytes; every older checkpoint reads exactly as a fresh saver reads it, as fresh objects,
+    also those before a message was replaced by id and before one was removed."""
+    path = tmp_path / "chat.db"
+    with EventCkptSaver(path, snapshots=POLICY) as writer:
+        chat_graph(30).compile(checkpointer=writer).invoke({"messages": [HumanMessage("go", id="h")], "step": 0}, CONFIG)
+        written = compare_every_older(writer, path, taken)
+    with EventCkptSaver(path) as reader:
+        assert reader.get_tuple(CONFIG) is not None  # caches the newest
+        read = compare_every_older(reader, path, taken)
+    for steps in (written, read):
+        assert len(steps) >= 6 and min(steps) >= 20  # only since the last change that was not an append
+
+
+def test_a_prefix_that_cannot_stand_for_the_list_is_read_from_the_journal(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the marks of a cached prefix do not describe the list (here: one mark too few claimed), the
+    older checkpoint is restored from the journal instead, and reads exactly as a fresh saver reads it."""
+    path = tmp_path / "chat.db"
+    used: list[int] = []
+
+    def wrong(blob: heads.Blob, count: int) -> list[PackedPrefix]:
+        used.append(count)
+        assert blob.ends is not None and blob.body is not None
+        return [PackedPrefix(bytes(blob.body[: blob.ends[count - 1]]), count + 1)] * count
+
+    monkeypatch.setattr(heads.Blob, "marks", wrong)
+    with EventCkptSaver(path, snapshots=POLICY) as writer:
+        chat_graph(24).compile(checkpointer=writer).invoke({"messages": [HumanMessage("go", id="h")], "step": 0}, CONFIG)
+        compare_every_older(writer, path, [])
+    assert used
