@@ -3,11 +3,13 @@ checkpoint's bytes: a prefix of them stands for the list when it only grew since
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph.message import add_messages
 
 from eventckpt import SnapshotPolicy
@@ -105,3 +107,43 @@ def test_a_prefix_that_cannot_stand_for_the_list_is_read_from_the_journal(tmp_pa
         chat_graph(24).compile(checkpointer=writer).invoke({"messages": [HumanMessage("go", id="h")], "step": 0}, CONFIG)
         compare_every_older(writer, path, [])
     assert used
+
+
+def test_a_child_written_by_another_saver_that_edits_inside_an_item_reads_as_a_fresh_saver_reads_it(
+        tmp_path: Path, taken: list[tuple[int, int]]) -> None:
+    """A reader cached a checkpoint as newest; another saver continued it with a child that edits a field
+    inside an item of the list (and a pending write the child's append refers to), then forked. The
+    reader's cache proves nothing about the child, so the older checkpoint is not read from the cached
+    bytes, and reads exactly as a fresh saver reads it (found by review: it raised CorruptStoreError)."""
+    policy = SnapshotPolicy.every_version(share_min_bytes=0)
+
+    def checkpoint(cid: str, values: dict[str, Any]) -> Any:
+        return {**empty_checkpoint(), "id": cid, "channel_values": values,
+                "channel_versions": dict.fromkeys(values, 1)}
+
+    def config(parent: str | None = None) -> Any:
+        return {"configurable": {"thread_id": "t", "checkpoint_ns": "", **({"checkpoint_id": parent} if parent else {})}}
+
+    def item(text: str, day: int) -> dict[str, Any]:  # a datetime: stored through the serde, as a msgpack map
+        return {"text": text, "when": dt.datetime(2024, 1, day)}
+
+    path = tmp_path / "two.db"
+    with EventCkptSaver(path, snapshots=policy) as writer, EventCkptSaver(path, snapshots=policy) as reader:
+        writer.put(config(), checkpoint("c1", {"items": [item("a", 1)], "log": ["start"]}), {"step": 1},
+                   {"items": 1, "log": 1})
+        writer.put(config("c1"), checkpoint("c2", {"items": [item("a", 1), item("b", 2)], "log": ["start", "one"]}),
+                   {"step": 2}, {"items": 2, "log": 2})
+        assert reader.get_tuple(config()).checkpoint["id"] == "c2"  # cached at c2
+        writer.put_writes(config("c2"), [("log", "two")], "task1")  # c3's append: a reference to c3
+        writer.put(config("c2"), checkpoint("c3", {"items": [item("A edited", 1), item("b", 2)],
+                                                   "log": ["start", "one", "two"]}),
+                   {"source": "loop", "step": 3}, {"items": 3, "log": 3})
+        writer.put(config("c1"), checkpoint("c4", {"items": [item("a", 1), item("x", 3)], "log": ["f"]}),
+                   {"step": 2}, {"items": 4, "log": 4})  # a fork
+        assert reader.get_tuple(config()).checkpoint["id"] == "c4"  # the reader's memory moves to the fork
+        with EventCkptSaver(path) as fresh:
+            got, want = reader.get_tuple(config("c2")), fresh.get_tuple(config("c2"))
+        assert got is not None and want is not None
+        assert got.checkpoint["channel_values"] == want.checkpoint["channel_values"]
+        assert got.pending_writes == want.pending_writes == [("task1", "log", "two")]
+        assert not taken

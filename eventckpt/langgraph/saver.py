@@ -255,9 +255,12 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         entry = self._heads.newest(row.stream_id)
         if entry is None or entry.version < row.version:
             return None
+        # The child's events are folded onto the list too when the row's writes may refer to it: marks take
+        # only appends, which the index proves through the cached version alone (a flat list's copies take any).
+        marks = entry.version > row.version or not _refers_to_child(row)
         return {name: LaterList(entry.version, blob.count, blob.head if blob.flat is not None else blob.marks)
                 for name, blob in entry.channels.items()
-                if blob.count is not None and (blob.flat is not None or blob.ends is not None)
+                if blob.count is not None and (blob.flat is not None or (marks and blob.ends is not None))
                 and channel_key(name) is not None}
 
     def _read(self, chunk: Sequence[LangGraphRow], items: dict[int, tuple[Any, Any]], proven: bool = False,
