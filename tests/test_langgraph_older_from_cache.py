@@ -147,3 +147,32 @@ def test_a_child_written_by_another_saver_that_edits_inside_an_item_reads_as_a_f
         assert got.checkpoint["channel_values"] == want.checkpoint["channel_values"]
         assert got.pending_writes == want.pending_writes == [("task1", "log", "two")]
         assert not taken
+
+
+def test_a_list_stored_plain_before_its_items_needed_the_serde_reads_as_a_fresh_saver_reads_it(
+        tmp_path: Path, taken: list[tuple[int, int]]) -> None:
+    """A list of plain dicts that later got items only the serde stores changed its encoding but not its
+    items (a plain dict's msgpack tree is the dict): it only grew, yet its older, plain checkpoints cannot
+    be read from the cached msgpack. They are restored from the journal instead, exactly as a fresh saver
+    reads them."""
+    policy = SnapshotPolicy.every_version(share_min_bytes=0)
+    path = tmp_path / "switch.db"
+    with EventCkptSaver(path, snapshots=policy) as writer:
+        items: list[Any] = []
+        parent: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        for i in range(6):
+            items = [*items, {"k": i} if i < 3 else {"k": i, "when": dt.datetime(2024, 1, i + 1)}]
+            parent = writer.put(parent, {**empty_checkpoint(), "id": f"c{i}", "channel_values": {"msgs": items},
+                                         "channel_versions": {"msgs": i + 1}}, {"source": "loop", "step": i},
+                                {"msgs": i + 1})
+        with EventCkptSaver(path) as fresh:
+            for i in range(5):
+                config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": f"c{i}"}}
+                del taken[:]
+                got, want = writer.get_tuple(config), fresh.get_tuple(config)
+                assert got is not None and want is not None
+                assert got.checkpoint["channel_values"] == want.checkpoint["channel_values"] == {"msgs": items[: i + 1]}
+                assert [type(v) for v in got.checkpoint["channel_values"]["msgs"][-1].values()] == [
+                    type(v) for v in items[i].values()]
+                if i < 3:
+                    assert taken  # tried, found plain, read again
