@@ -4,6 +4,8 @@ checkpoint's bytes: a prefix of them stands for the list when it only grew since
 from __future__ import annotations
 
 import datetime as dt
+import random
+import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -176,3 +178,54 @@ def test_a_list_stored_plain_before_its_items_needed_the_serde_reads_as_a_fresh_
                     type(v) for v in items[i].values()]
                 if i < 3:
                     assert taken  # tried, found plain, read again
+
+
+def test_older_checkpoints_read_on_another_thread_while_puts_grow_the_cached_bytes_are_whole(
+        tmp_path: Path, taken: list[tuple[int, int]]) -> None:
+    """A reader thread reading older checkpoints while the saver's puts append to the cached list (its
+    bytes and item ends grown in place) gets each checkpoint's own items, exactly."""
+    policy = SnapshotPolicy.every_version(share_min_bytes=0)  # so that every version can use the cached bytes
+
+    def item(i: int) -> dict[str, Any]:
+        return {"text": f"m{i} " + "x" * (i * 37 % 300), "when": dt.datetime(2024, 1, 1 + i % 28)}
+
+    def config(cid: str | None = None) -> Any:
+        return {"configurable": {"thread_id": "t", "checkpoint_ns": "", **({"checkpoint_id": cid} if cid else {})}}
+
+    written: list[int] = []
+    problems: list[Any] = []
+    done = threading.Event()
+    with EventCkptSaver(tmp_path / "threads.db", snapshots=policy) as saver:
+
+        def write() -> None:
+            items: list[Any] = []
+            try:
+                for i in range(70):
+                    items = [*items, item(i)]
+                    saver.put(config(f"c{i - 1:04}" if i else None), {
+                        **empty_checkpoint(), "id": f"c{i:04}", "channel_values": {"msgs": items},
+                        "channel_versions": {"msgs": i + 1}}, {"source": "loop", "step": i}, {"msgs": i + 1})
+                    written.append(i)
+            finally:
+                done.set()
+
+        def read() -> None:
+            rng = random.Random(1)
+            while not done.is_set():
+                if len(written) < 2:
+                    continue
+                i = rng.randrange(len(written) - 1)
+                try:
+                    got = saver.get_tuple(config(f"c{i:04}"))
+                    if got is None or got.checkpoint["channel_values"]["msgs"] != [item(k) for k in range(i + 1)]:
+                        problems.append(i)
+                except Exception as exc:  # noqa: BLE001 - reported below
+                    problems.append(repr(exc))
+
+        threads = [threading.Thread(target=write), threading.Thread(target=read)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert problems == []
+    assert len(taken) > 20  # the reads did use the cached bytes
