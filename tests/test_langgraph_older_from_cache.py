@@ -21,6 +21,7 @@ from tests.langgraph_graphs import looping
 
 POLICY = SnapshotPolicy(tail_ratio=0.2, min_tail_bytes=256, event_overhead=16, share_min_bytes=64)
 CONFIG = {"configurable": {"thread_id": "t"}, "recursion_limit": 200}
+START = {"messages": [HumanMessage("go", id="h")], "step": 0}
 
 
 class Chat(TypedDict):
@@ -83,7 +84,7 @@ def test_older_checkpoints_read_their_messages_from_the_cached_bytes(tmp_path: P
     also those before a message was replaced by id and before one was removed."""
     path = tmp_path / "chat.db"
     with EventCkptSaver(path, snapshots=POLICY) as writer:
-        chat_graph(30).compile(checkpointer=writer).invoke({"messages": [HumanMessage("go", id="h")], "step": 0}, CONFIG)
+        chat_graph(30).compile(checkpointer=writer).invoke(START, CONFIG)
         written = compare_every_older(writer, path, taken)
     with EventCkptSaver(path) as reader:
         assert reader.get_tuple(CONFIG) is not None  # caches the newest
@@ -106,7 +107,7 @@ def test_a_prefix_that_cannot_stand_for_the_list_is_read_from_the_journal(tmp_pa
 
     monkeypatch.setattr(heads.Blob, "marks", wrong)
     with EventCkptSaver(path, snapshots=POLICY) as writer:
-        chat_graph(24).compile(checkpointer=writer).invoke({"messages": [HumanMessage("go", id="h")], "step": 0}, CONFIG)
+        chat_graph(24).compile(checkpointer=writer).invoke(START, CONFIG)
         compare_every_older(writer, path, [])
     assert used
 
@@ -124,7 +125,8 @@ def test_a_child_written_by_another_saver_that_edits_inside_an_item_reads_as_a_f
                 "channel_versions": dict.fromkeys(values, 1)}
 
     def config(parent: str | None = None) -> Any:
-        return {"configurable": {"thread_id": "t", "checkpoint_ns": "", **({"checkpoint_id": parent} if parent else {})}}
+        return {"configurable": {"thread_id": "t", "checkpoint_ns": "",
+                                 **({"checkpoint_id": parent} if parent else {})}}
 
     def item(text: str, day: int) -> dict[str, Any]:  # a datetime: stored through the serde, as a msgpack map
         return {"text": text, "when": dt.datetime(2024, 1, day)}

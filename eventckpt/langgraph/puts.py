@@ -63,7 +63,7 @@ from ..ops import SET as SET_OP
 from ..paths import addressable
 from .heads import Blob, Entry, blob_of, grown
 from .layout import OVERFLOW, SERDE, channel_key
-from .values import TREE_ENCODING, Encoded, Values, pack
+from .values import TREE_ENCODING, Encoded, Values
 from .writes import TaskWrites, Write, reference
 
 KEEP, EXTEND, SET, MERGE = "keep", "extend", "set", "merge"
@@ -238,7 +238,7 @@ class Put:
         encoded = self.values.encode_items(value[length:], prev.encoding)
         if encoded is None:
             return False
-        items, body = encoded
+        items, body, sizes = encoded
         if parts is not None:
             references = self._references(parts, value, length, items, prev.encoding)
             if references is None and not self._same_start(value, prev):
@@ -248,7 +248,6 @@ class Put:
         if prev.encoding is not None:
             plan.keep.add(SERDE + key)
         plan.channels[name] = Channel(prev.encoding, length + len(items), grown(prev.given, length, value[length:]))
-        sizes = list(map(len, map(pack, items))) if prev.encoding == TREE_ENCODING else None  # the head's ends
         plan.blobs[name] = (EXTEND, body, len(items), items if prev.encoding is None else None, sizes)
         return True
 

@@ -239,8 +239,9 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         with self.store.core.session() as journal:
             proven = not journal.in_transaction  # our own snapshot, not a caller's transaction
             with journal.read():
-                rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id,
-                                                     limit=1, child=True)  # its writes may refer to its child
+                rows = journal.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns,
+                                                     checkpoint_id=checkpoint_id, limit=1,
+                                                     child=True)  # its writes may refer to its child
                 if not rows:
                     return None
                 read = self._read(rows, items, proven, self._later_lists(rows[0]) if prefixes else None)

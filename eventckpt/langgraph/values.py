@@ -33,6 +33,7 @@ _PACK = ormsgpack.OPT_NON_STR_KEYS | ormsgpack.OPT_PASSTHROUGH_TUPLE
 # A msgpack float64/float32 holding NaN or an infinity (or bytes that look like one): JSON has no such
 # number, so such values keep their bytes.
 _NON_FINITE = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]|\xca[\x7f\xff][\x80-\xff]")
+_NOT_PACKABLE = (ormsgpack.MsgpackDecodeError, ormsgpack.MsgpackEncodeError, TypeError, ValueError)
 
 
 TREE_ENCODING = ["msgpack", TREE]
@@ -95,15 +96,17 @@ class Values:
                 return Encoded(tree, [type_, TREE], data)
         return Encoded(data, [type_, BYTES], data)
 
-    def encode_items(self, items: list[Any], encoding: list[str] | None) -> tuple[list[Any], bytes] | None:
+    def encode_items(self, items: list[Any], encoding: list[str] | None,
+                     ) -> tuple[list[Any], bytes, list[int] | None] | None:
         """Items to append to a list stored with `encoding`: (their stored forms, their msgpack as it sits
-        inside the whole list's: plain data packed by ormsgpack, anything else by the serde), or None when
-        they cannot be stored that way (then the whole list is encoded again)."""
+        inside the whole list's: plain data packed by ormsgpack, anything else by the serde, and for the
+        latter each item's bytes' length), or None when they cannot be stored that way (then the whole list
+        is encoded again)."""
         if encoding is None:
             if not self.codec.is_plain(items):
                 return None
             try:
-                return items, packed_items(ormsgpack.packb(items))
+                return items, packed_items(ormsgpack.packb(items)), None
             except (ormsgpack.MsgpackEncodeError, TypeError):  # a lone surrogate: the store refuses it too
                 return None
         if encoding != TREE_ENCODING:
@@ -115,10 +118,10 @@ class Values:
         if type_ != "msgpack":
             return None
         data = bytes(data)
-        tree = _tree(data)
-        if type(tree) is not list or len(tree) != len(items):
+        found = _tree_items(data)
+        if found is None or len(found[0]) != len(items):
             return None
-        return tree, packed_items(data)
+        return found[0], packed_items(data), found[1]
 
     def decode(self, stored: Any, encoding: Any, items: dict[int, tuple[Any, Any]] | None = None) -> Any:
         """The value stored with `encoding`. With `items` (a cache shared by one listing), a msgpack
@@ -155,10 +158,8 @@ class Values:
         its bytes are the prefix's, then the rest packed; PrefixUnusable when it is not that."""
         mark = stored[0]
         n = mark.count
-        if encoding != TREE_ENCODING or len(stored) < n or stored[n - 1] is not mark or stored.count(mark) != n:
-            raise PrefixUnusable
         rest = stored[n:]
-        if any(type(item) is PackedPrefix for item in rest):
+        if encoding != TREE_ENCODING or stored[:n].count(mark) != n or any(type(item) is PackedPrefix for item in rest):
             raise PrefixUnusable
         data = b"".join((array_header(len(stored)), mark.body, *map(_pack, rest)))
         return self.serde.loads_typed(("msgpack", data))
@@ -196,8 +197,23 @@ def _tree(data: bytes) -> Any:
     try:
         tree = ormsgpack.unpackb(data, ext_hook=_ext, option=ormsgpack.OPT_NON_STR_KEYS)
         return tree if _packb(tree) == data else None
-    except (ormsgpack.MsgpackDecodeError, ormsgpack.MsgpackEncodeError, TypeError, ValueError):
+    except _NOT_PACKABLE:
         return None
+
+
+def _tree_items(data: bytes) -> tuple[list[Any], list[int]] | None:
+    """`_tree` of a packed array, with the length of each item's bytes (for the head cache's item ends):
+    the items are packed back one by one, which together costs what packing the array once does."""
+    if _NON_FINITE.search(data):
+        return None
+    try:
+        tree = ormsgpack.unpackb(data, ext_hook=_ext, option=ormsgpack.OPT_NON_STR_KEYS)
+        parts = list(map(_packb, tree)) if type(tree) is list else None
+    except _NOT_PACKABLE:
+        return None
+    if parts is None or b"".join((array_header(len(parts)), *parts)) != data:
+        return None
+    return tree, list(map(len, parts))
 
 
 def _pack_ext(obj: Any) -> ormsgpack.Ext:
