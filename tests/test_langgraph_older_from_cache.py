@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import ormsgpack
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
@@ -231,3 +232,27 @@ def test_older_checkpoints_read_on_another_thread_while_puts_grow_the_cached_byt
             thread.join()
     assert problems == []
     assert len(taken) > 20  # the reads did use the cached bytes
+
+
+def test_appended_items_are_stored_as_trees_only_when_the_whole_list_packs_back() -> None:
+    """Items a serde wrote as msgpack are appended as trees (with each item's size, for the cached ends)
+    only when the list of them packs back into the very bytes the serde wrote, as a whole: an item nested
+    as deep as ormsgpack packs only on its own is not (found by review), and the list is encoded again."""
+    from eventckpt.codec import Codec
+    from eventckpt.langgraph.values import TREE_ENCODING, Values, array_header
+
+    class ItemByItem:  # writes an array as its header and each item packed on its own
+        def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+            return "msgpack", array_header(len(obj)) + b"".join(map(ormsgpack.packb, obj))
+
+    def nested(depth: int) -> Any:
+        value: Any = 1
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    values = Values(ItemByItem(), Codec())
+    shallow = values.encode_items([nested(3), "x"], TREE_ENCODING)
+    assert shallow is not None and shallow[0] == [nested(3), "x"]
+    assert shallow[2] == [len(ormsgpack.packb(nested(3))), len(ormsgpack.packb("x"))]
+    assert values.encode_items([nested(255)], TREE_ENCODING) is None

@@ -202,18 +202,11 @@ def _tree(data: bytes) -> Any:
 
 
 def _tree_items(data: bytes) -> tuple[list[Any], list[int]] | None:
-    """`_tree` of a packed array, with the length of each item's bytes (for the head cache's item ends):
-    the items are packed back one by one, which together costs what packing the array once does."""
-    if _NON_FINITE.search(data):
-        return None
-    try:
-        tree = ormsgpack.unpackb(data, ext_hook=_ext, option=ormsgpack.OPT_NON_STR_KEYS)
-        parts = list(map(_packb, tree)) if type(tree) is list else None
-    except _NOT_PACKABLE:
-        return None
-    if parts is None or b"".join((array_header(len(parts)), *parts)) != data:
-        return None
-    return tree, list(map(len, parts))
+    """`_tree` of a packed array, with the length of each item's bytes (for the head cache's item ends).
+    The whole array is checked as `_tree` checks it: packed one by one, an item nests one level less, and
+    ormsgpack's depth limit would then let through a tree that does not pack back as a whole."""
+    tree = _tree(data)
+    return (tree, [len(_packb(item)) for item in tree]) if type(tree) is list else None
 
 
 def _pack_ext(obj: Any) -> ormsgpack.Ext:
