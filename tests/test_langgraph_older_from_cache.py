@@ -23,6 +23,7 @@ from tests.langgraph_graphs import looping
 POLICY = SnapshotPolicy(tail_ratio=0.2, min_tail_bytes=256, event_overhead=16, share_min_bytes=64)
 CONFIG = {"configurable": {"thread_id": "t"}, "recursion_limit": 200}
 START = {"messages": [HumanMessage("go", id="h")], "step": 0}
+EVERY_VERSION = SnapshotPolicy.every_version(share_min_bytes=0)  # so that every version can use the cached bytes
 
 
 class Chat(TypedDict):
@@ -43,6 +44,18 @@ def chat_graph(steps: int) -> Any:
         return {"messages": out, "step": n}
 
     return looping(Chat, node, lambda s: s["step"] >= steps)
+
+
+def config(checkpoint_id: str | None = None) -> Any:
+    """Thread "t"'s config, naming `checkpoint_id` when given."""
+    return {"configurable": {"thread_id": "t", "checkpoint_ns": "",
+                             **({"checkpoint_id": checkpoint_id} if checkpoint_id else {})}}
+
+
+def checkpoint(checkpoint_id: str, values: dict[str, Any], version: int = 1) -> Any:
+    """A checkpoint to put by hand: `values`, each channel at `version`."""
+    return {**empty_checkpoint(), "id": checkpoint_id, "channel_values": values,
+            "channel_versions": dict.fromkeys(values, version)}
 
 
 def compare_every_older(saver: EventCkptSaver, path: Path, taken: list[tuple[int, int]]) -> list[int]:
@@ -119,21 +132,12 @@ def test_a_child_written_by_another_saver_that_edits_inside_an_item_reads_as_a_f
     inside an item of the list (and a pending write the child's append refers to), then forked. The
     reader's cache proves nothing about the child, so the older checkpoint is not read from the cached
     bytes, and reads exactly as a fresh saver reads it (found by review: it raised CorruptStoreError)."""
-    policy = SnapshotPolicy.every_version(share_min_bytes=0)
-
-    def checkpoint(cid: str, values: dict[str, Any]) -> Any:
-        return {**empty_checkpoint(), "id": cid, "channel_values": values,
-                "channel_versions": dict.fromkeys(values, 1)}
-
-    def config(parent: str | None = None) -> Any:
-        return {"configurable": {"thread_id": "t", "checkpoint_ns": "",
-                                 **({"checkpoint_id": parent} if parent else {})}}
-
     def item(text: str, day: int) -> dict[str, Any]:  # a datetime: stored through the serde, as a msgpack map
         return {"text": text, "when": dt.datetime(2024, 1, day)}
 
     path = tmp_path / "two.db"
-    with EventCkptSaver(path, snapshots=policy) as writer, EventCkptSaver(path, snapshots=policy) as reader:
+    with (EventCkptSaver(path, snapshots=EVERY_VERSION) as writer,
+          EventCkptSaver(path, snapshots=EVERY_VERSION) as reader):
         writer.put(config(), checkpoint("c1", {"items": [item("a", 1)], "log": ["start"]}), {"step": 1},
                    {"items": 1, "log": 1})
         writer.put(config("c1"), checkpoint("c2", {"items": [item("a", 1), item("b", 2)], "log": ["start", "one"]}),
@@ -160,21 +164,18 @@ def test_a_list_stored_plain_before_its_items_needed_the_serde_reads_as_a_fresh_
     items (a plain dict's msgpack tree is the dict): it only grew, yet its older, plain checkpoints cannot
     be read from the cached msgpack. They are restored from the journal instead, exactly as a fresh saver
     reads them."""
-    policy = SnapshotPolicy.every_version(share_min_bytes=0)
     path = tmp_path / "switch.db"
-    with EventCkptSaver(path, snapshots=policy) as writer:
+    with EventCkptSaver(path, snapshots=EVERY_VERSION) as writer:
         items: list[Any] = []
-        parent: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        parent: Any = config()
         for i in range(6):
             items = [*items, {"k": i} if i < 3 else {"k": i, "when": dt.datetime(2024, 1, i + 1)}]
-            parent = writer.put(parent, {**empty_checkpoint(), "id": f"c{i}", "channel_values": {"msgs": items},
-                                         "channel_versions": {"msgs": i + 1}}, {"source": "loop", "step": i},
+            parent = writer.put(parent, checkpoint(f"c{i}", {"msgs": items}, i + 1), {"source": "loop", "step": i},
                                 {"msgs": i + 1})
         with EventCkptSaver(path) as fresh:
             for i in range(5):
-                config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": f"c{i}"}}
                 del taken[:]
-                got, want = writer.get_tuple(config), fresh.get_tuple(config)
+                got, want = writer.get_tuple(config(f"c{i}")), fresh.get_tuple(config(f"c{i}"))
                 assert got is not None and want is not None
                 assert got.checkpoint["channel_values"] == want.checkpoint["channel_values"] == {"msgs": items[: i + 1]}
                 assert [type(v) for v in got.checkpoint["channel_values"]["msgs"][-1].values()] == [
@@ -187,27 +188,21 @@ def test_older_checkpoints_read_on_another_thread_while_puts_grow_the_cached_byt
         tmp_path: Path, taken: list[tuple[int, int]]) -> None:
     """A reader thread reading older checkpoints while the saver's puts append to the cached list (its
     bytes and item ends grown in place) gets each checkpoint's own items, exactly."""
-    policy = SnapshotPolicy.every_version(share_min_bytes=0)  # so that every version can use the cached bytes
-
     def item(i: int) -> dict[str, Any]:
         return {"text": f"m{i} " + "x" * (i * 37 % 300), "when": dt.datetime(2024, 1, 1 + i % 28)}
-
-    def config(cid: str | None = None) -> Any:
-        return {"configurable": {"thread_id": "t", "checkpoint_ns": "", **({"checkpoint_id": cid} if cid else {})}}
 
     written: list[int] = []
     problems: list[Any] = []
     done = threading.Event()
-    with EventCkptSaver(tmp_path / "threads.db", snapshots=policy) as saver:
+    with EventCkptSaver(tmp_path / "threads.db", snapshots=EVERY_VERSION) as saver:
 
         def write() -> None:
             items: list[Any] = []
             try:
                 for i in range(70):
                     items = [*items, item(i)]
-                    saver.put(config(f"c{i - 1:04}" if i else None), {
-                        **empty_checkpoint(), "id": f"c{i:04}", "channel_values": {"msgs": items},
-                        "channel_versions": {"msgs": i + 1}}, {"source": "loop", "step": i}, {"msgs": i + 1})
+                    saver.put(config(f"c{i - 1:04}" if i else None), checkpoint(f"c{i:04}", {"msgs": items}, i + 1),
+                              {"source": "loop", "step": i}, {"msgs": i + 1})
                     written.append(i)
             finally:
                 done.set()
