@@ -22,7 +22,7 @@ from typing import Annotated, Any, TypedDict
 
 import eventckpt
 from harness import Recorder, Unavailable
-from systems import SYNCHRONOUS
+from systems import HISTORY_PATH, SYNCHRONOUS, count
 from workload import initial_scratch, steps
 
 try:
@@ -206,7 +206,18 @@ class Graph:
         return rows
 
     def history(self, deadline: float) -> int:
-        raise Unavailable("no per-path history (each checkpoint is one serialized blob)")
+        """EventCkptSaver's thread is a stream: its history of a channel is the native history."""
+        return count(self._thread().history(HISTORY_PATH))
 
     def diff(self, a: int, b: int) -> int:
-        raise Unavailable("no diff")
+        thread = self._thread()
+        found = [thread.find(self.ids[step]) for step in (a, b)]
+        assert found[0] is not None and found[1] is not None
+        return count(thread.diff(found[0].version, found[1].version))
+
+    def _thread(self) -> Any:
+        """The thread's stream on EventCkptSaver's store (LangGraph's own savers store each checkpoint as one
+        serialized blob: no per-path history, no diff)."""
+        if self.saver_kind != "eventckpt":
+            raise Unavailable("no per-path history or diff (each checkpoint is one serialized blob)")
+        return self.saver.store.stream("langgraph:" + self.THREAD["thread_id"])

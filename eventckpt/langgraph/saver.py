@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import functools
 import os
 import re
 from collections import defaultdict
-from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Container, Hashable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -226,11 +227,22 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
     def _tuples(self, rows: Sequence[LangGraphRow], newest: bool = False, keep: bool = False,
                 ) -> Iterator[CheckpointTuple]:
         """The rows' tuples, a chunk at a time (`newest`: the thread's newest checkpoint, to cache; `keep`:
-        and remember the values handed out, for the run continuing it)."""
+        and remember the values handed out, for the run continuing it). A stream's lists that only grew
+        are not restored again for each chunk: they are taken from the cached newest checkpoint for its
+        first chunk, and from the oldest state of its chunk before for the next ones."""
         items: dict[int, tuple[Any, Any]] = {}  # decoded serde list items, shared by the whole listing
+        later: dict[str, dict[str, LaterList]] = {}  # by stream: the lists of the oldest state built so far
         for start in range(0, len(rows), _CHUNK):
             chunk = rows[start : start + _CHUNK]
-            yield from self._build(chunk, *self._read(chunk, items), items, newest, keep)
+            for row in chunk:  # a stream the chunk before did not have: the lists of its cached newest checkpoint
+                if row.stream not in later:
+                    later[row.stream] = self._flat_lists(row.stream_id, row.version)
+            read = self._read(chunk, items, lists=later)
+            # Kept only for the streams of the next chunk (a listing of many threads would otherwise keep
+            # one state of each), and taken before the caller gets (and may edit) the lists.
+            following = {row.stream for row in rows[start + _CHUNK : start + 2 * _CHUNK]}
+            later = _oldest_lists(chunk, read[0], following) if following else {}
+            yield from self._build(chunk, *read, items, newest, keep)
 
     def _older(self, thread_id: str, ns: str, checkpoint_id: str, prefixes: bool) -> CheckpointTuple | None:
         """An older checkpoint, found and restored in one read transaction, decoded after it. With
@@ -244,7 +256,8 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                                                      child=True)  # its writes may refer to its child
                 if not rows:
                     return None
-                read = self._read(rows, items, proven, self._later_lists(rows[0]) if prefixes else None)
+                lists = self._later_lists(rows[0]) if prefixes else None
+                read = self._read(rows, items, proven, {rows[0].stream: lists} if lists else None)
         # One checkpoint: each list decodes whole, in one serde call (sharing decoded items between
         # checkpoints is what pays in a listing, item by item).
         return self._build(rows, *read, None)[0]
@@ -264,13 +277,22 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
                 if blob.count is not None and (blob.flat is not None or (marks and blob.ends is not None))
                 and channel_key(name) is not None}
 
+    def _flat_lists(self, stream_id: int, version: int) -> dict[str, LaterList]:
+        """The lists of flat dicts of the stream's cached newest checkpoint when it is `version` or a later
+        one (a restore takes a prefix of one only when its index proves that the list only grew)."""
+        entry = self._heads.newest(stream_id)
+        if entry is None or entry.version < version:
+            return {}
+        return {name: LaterList(entry.version, blob.count, blob.head) for name, blob in entry.channels.items()
+                if blob.count is not None and blob.flat is not None and channel_key(name) is not None}
+
     def _read(self, chunk: Sequence[LangGraphRow], items: dict[int, tuple[Any, Any]], proven: bool = False,
-              lists: dict[str, LaterList] | None = None,
+              lists: Mapping[str, Mapping[str, LaterList]] | None = None,
               ) -> tuple[dict[tuple[str, int], dict[str, Any]], builtins.list[Any], dict[int, Any]]:
         """What the store holds for a chunk of rows: their states (and their children's, when their writes
         refer to them), their decoded metadata and writes, and the values the writes refer to. `proven`:
-        the rows were read in the read transaction open around this call. `lists`: a later version's
-        lists of the stream of a chunk of one row (see `_later_lists`)."""
+        the rows were read in the read transaction open around this call. `lists`: by stream, lists as a
+        later version of the stream holds them (see `_later_lists`)."""
         wanted: dict[str, builtins.list[int]] = defaultdict(builtins.list)
         for row in chunk:
             wanted[row.stream].append(row.version)
@@ -279,7 +301,8 @@ class EventCkptSaver(BaseCheckpointSaver[int]):
         ids = {row.stream: row.stream_id for row in chunk} if proven else {}
         with quiet_gc():  # thousands of small containers: the collector would rescan them all
             states = {(name, v): s for name, vs in wanted.items()
-                      for v, s in states_at(self.store, name, vs, proven=ids.get(name), lists=lists).items()}
+                      for v, s in states_at(self.store, name, vs, proven=ids.get(name),
+                                            lists=lists.get(name) if lists else None).items()}
             decoded = self.store.codec.decode_many([text for row in chunk for text in (row.metadata or "{}",
                                                                                        row.writes or "[]")])
             return states, decoded, self._references(chunk, decoded[1::2], states, items)
@@ -642,6 +665,29 @@ def _stored_channels(state: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     for name, (encoding, stored) in state.get(OVERFLOW, {}).items():
         out[name] = (stored, encoding)
     return out
+
+
+def _oldest_lists(chunk: Sequence[LangGraphRow], states: Mapping[tuple[str, int], dict[str, Any]],
+                  streams: Container[str]) -> dict[str, dict[str, LaterList]]:
+    """For those of `streams` in a chunk of a listing, the top-level lists of the oldest state it built (the
+    stored values: a prefix of one is exact for an older version whose list only grew since), copied: the
+    tuples hand the lists themselves out."""
+    oldest: dict[str, int] = {}
+    for row in chunk:
+        if row.stream in streams:
+            oldest[row.stream] = min(row.version, oldest.get(row.stream, row.version))
+    out = {}
+    for stream, version in oldest.items():
+        lists = {}
+        for key, value in states[(stream, version)].items():
+            if type(value) is list and value and type(value[0]) is not PackedPrefix:
+                lists[key] = LaterList(version, len(value), functools.partial(_head, value.copy()))
+        out[stream] = lists
+    return out
+
+
+def _head(items: builtins.list[Any], count: int) -> builtins.list[Any]:
+    return items[:count]
 
 
 def _refers_to_child(row: LangGraphRow) -> bool:

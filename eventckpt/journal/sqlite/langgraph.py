@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
+from itertools import islice
+from operator import attrgetter
 from typing import Any
 
 import apsw
@@ -39,6 +42,7 @@ WHERE {where}
 ORDER BY c.checkpoint_id DESC
 LIMIT ?
 """
+_MERGED_NAMESPACES = 8  # a thread-wide listing runs one query per namespace up to this many (see below)
 _LG_CHILD = "(SELECT n.checkpoint_id FROM checkpoint_ids AS n WHERE n.stream_id = c.stream_id AND n.version = c.version + 1)"
 
 
@@ -124,7 +128,24 @@ class LangGraphTables(Engine):
     ) -> list[LangGraphRow]:
         """Checkpoints newest first (by checkpoint id), each with its metadata, its parent's checkpoint id
         and its writes, in one query. `metadata` holds (JSON path, JSON value) pairs that must all match.
-        With `child`, each row also names the checkpoint at the next version of its stream."""
+        With `child`, each row also names the checkpoint at the next version of its stream.
+
+        A thread's checkpoints of every namespace are each namespace's, merged, when it has a few: one query
+        over them all sorts every checkpoint of the thread (and builds each one's row) before taking
+        `limit`, while one namespace walks its key newest first and stops there. (A thread with many
+        subgraph namespaces keeps the one query: a query per namespace would cost more.)"""
+        if thread_id is not None and checkpoint_ns is None:
+            with self.read():
+                namespaces = [row[0] for row in self._rows(
+                    "SELECT checkpoint_ns FROM langgraph_threads WHERE thread_id = ? LIMIT ?",
+                    (thread_id, _MERGED_NAMESPACES + 1))]
+                if len(namespaces) <= _MERGED_NAMESPACES:
+                    parts = [self.langgraph_checkpoints(thread_id=thread_id, checkpoint_ns=ns,
+                                                        checkpoint_id=checkpoint_id, before=before, metadata=metadata,
+                                                        limit=limit, child=child) for ns in namespaces]
+                    if len(parts) == 1:
+                        return parts[0]
+                    return list(islice(heapq.merge(*parts, key=attrgetter("checkpoint_id"), reverse=True), limit))
         where, args = [], []
         for column, value, test in (
             ("t.thread_id", thread_id, "="), ("t.checkpoint_ns", checkpoint_ns, "="),
