@@ -26,6 +26,11 @@ from .codec import MAX_DEPTH, stored_clock, stored_fields, text_enums_known, zon
 from .errors import PathError
 from .paths import Path, addressable
 
+try:  # the C-speed core of `same`, built when the installing machine has a C compiler
+    from .exactcompare import same as native_same
+except ImportError:  # pragma: no cover - covered by the tests that turn it off
+    native_same = None
+
 SET, DELETE, APPEND, EXTEND, INCR, TRUNCATE = "set", "delete", "append", "extend", "incr", "truncate"
 OPS = (SET, DELETE, APPEND, EXTEND, INCR, TRUNCATE)
 _MISSING: Any = object()
@@ -68,10 +73,20 @@ def same(a: Any, b: Any) -> bool:
     checkpoint), and what `==` does not look at too (a float zero's sign, a decimal's exponent, a time's
     zone and fold, the fields an object's `==` leaves out, the types of a set's members and of a dict's keys).
 
-    Dicts are compared key by key: the order of their keys is not a value (see `edited_order`). Lists
-    are compared with `==` plus `_same_types`, at C speed: a long conversation stays cheap to diff.
-    `a` is the stored side (a codec decoded or copied it: see `_same_types`), `b` the caller's.
+    Dicts are compared key by key: the order of their keys is not a value (see `edited_order`). `a` is
+    the stored side (a codec decoded or copied it: see `_same_types`), `b` the caller's. Where the C
+    extension `exactcompare` was built (`native_same`), it decides dicts, lists, tuples and JSON's
+    scalars in one pass and hands every other pair to `same_in_python`; without it, lists are compared
+    with `==` plus `_same_types`, a few C-speed passes: a long conversation stays cheap to diff either way.
     """
+    if native_same is not None:
+        return native_same(a, b, same_in_python)
+    return same_in_python(a, b)
+
+
+def same_in_python(a: Any, b: Any) -> bool:
+    """`same`, defined in Python: the whole definition, and what the C extension asks about every pair it
+    does not decide itself (values inside such a pair go back through `same`)."""
     if a is b:
         return True
     t = type(a)

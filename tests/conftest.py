@@ -94,6 +94,22 @@ def store(store_target: str) -> Iterator[eventckpt.Store]:
         yield s
 
 
+@pytest.fixture(params=["native", "python"])
+def comparison(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How ops.same decides: the C extension eventckpt.exactcompare ("native"; CI must have built it), or
+    the definition in Python alone ("python": what a machine without a C compiler runs)."""
+    from eventckpt import ops
+
+    if request.param == "python":
+        monkeypatch.setattr(ops, "native_same", None)
+    elif ops.native_same is None:
+        message = "eventckpt.exactcompare was not built (no C compiler when eventckpt was installed)"
+        if os.environ.get("CI"):
+            pytest.fail(message + " and CI must test it")
+        pytest.skip(message)
+    return request.param
+
+
 def journal_rows(path: Path | str) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table, read with a separate plain connection (to compare before/after)."""
     if str(path).startswith("postgresql://"):

@@ -10,6 +10,7 @@ import enum
 from typing import Any
 from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,8 @@ from eventckpt import ops
 from eventckpt.codec import Codec
 
 from .conftest import strict_equal
+
+pytestmark = pytest.mark.usefixtures("comparison")  # each test with the C extension and with Python alone
 
 WORDS = ["user", "hi", "tool", ""]
 KEYS = ["role", "content", "id", "n"]

@@ -19,6 +19,8 @@ from eventckpt import ops
 
 from .conftest import RawSQL, strict_equal
 
+pytestmark = pytest.mark.usefixtures("comparison")  # each test with the C extension and with Python alone
+
 UTC = dt.timezone.utc
 PLUS_ONE = dt.timezone(dt.timedelta(hours=1))
 NOON = dt.datetime(2024, 1, 1, 12, tzinfo=UTC)

@@ -1,0 +1,232 @@
+/* eventckpt.exactcompare: `same(stored, caller, fallback)`, the C-speed core of eventckpt.ops.same.
+
+   Two values are "the same" when they are equal and would be stored the same: exact types all the way
+   down (1, 1.0 and True differ; so do a list and a tuple, a str and a str subclass), a float zero's sign
+   counts, and every NaN equals every NaN. This file decides that in one pass for what a checkpoint mostly
+   holds: exact dict (with exact str keys), list, tuple, str, int, float, bool and None. Any other pair
+   (sets, decimals, times, objects, subclasses, dicts with other keys) is handed to `fallback(a, b)`, the
+   pure-Python definition (eventckpt.ops), which calls back into this one for what it holds.
+
+   Why C: a plain `save()` compares the whole state with the head on every step. Python's `==` needs a
+   second pass to tell 1 from 1.0; this does both in one pass, and compares the leaves the head shares
+   with the caller (the codec's copy keeps the caller's immutable objects) by identity without reading
+   them.
+
+   Safety: `fallback` runs Python code, which may change the containers being compared. Only a container
+   or a fallback call can lead to Python code, and each holds its pair (new references) for as long as it
+   runs; a loop never touches an item again after the call that may have freed it, list items are read by
+   index with the length checked each time, and dict entries come from PyDict_Next, which reads the dict
+   as it is now. So a mutation can at worst change the answer, never touch freed memory. Leaves compared
+   here run no Python code, and are not even read when the two sides hold the same object. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <string.h>
+
+/* Past this depth the pair goes to `fallback`: Python's own recursion limit then decides. */
+#define MAX_NATIVE_DEPTH 200
+
+enum { DIFFERENT = 0, SAME = 1, FAILED = -1 };
+
+static int same(PyObject *a, PyObject *b, PyObject *fallback, int depth);
+
+static int
+ask_fallback(PyObject *a, PyObject *b, PyObject *fallback)
+{
+    Py_INCREF(a);
+    Py_INCREF(b);
+    PyObject *answer = PyObject_CallFunctionObjArgs(fallback, a, b, NULL);
+    Py_DECREF(a);
+    Py_DECREF(b);
+    if (answer == NULL) {
+        return FAILED;
+    }
+    int truth = PyObject_IsTrue(answer);
+    Py_DECREF(answer);
+    return truth < 0 ? FAILED : truth;
+}
+
+static int
+same_text(PyObject *a, PyObject *b)
+{
+    Py_ssize_t length = PyUnicode_GET_LENGTH(a);
+    if (length != PyUnicode_GET_LENGTH(b) || PyUnicode_KIND(a) != PyUnicode_KIND(b)) {
+        return DIFFERENT;
+    }
+    return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)length * PyUnicode_KIND(a)) == 0;
+}
+
+static int
+same_float(PyObject *a, PyObject *b)
+{
+    double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+    if (x != x) {
+        return y != y; /* NaN is stored as "nan" whatever its payload */
+    }
+    return x == y && (x != 0.0 || signbit(x) == signbit(y));
+}
+
+static int
+exact_text(PyObject *key)
+{
+    return Py_TYPE(key) == &PyUnicode_Type;
+}
+
+/* 1 when each key of `d` is exactly a str (a str enum or subclass is == to its text but stored apart). */
+static int
+text_keys(PyObject *d)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        if (!exact_text(key)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Key by key, in the caller's order: the order of a dict's keys is not a value. */
+static int
+same_dict_by_key(PyObject *a, PyObject *b, PyObject *fallback, int depth)
+{
+    if (!text_keys(a) || !text_keys(b)) {
+        return ask_fallback(a, b, fallback); /* NaN keys, 1 == 1.0 keys, str enum keys */
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *theirs;
+    while (PyDict_Next(b, &pos, &key, &theirs)) {
+        PyObject *ours = PyDict_GetItemWithError(a, key);
+        if (ours == NULL) {
+            return PyErr_Occurred() ? FAILED : DIFFERENT;
+        }
+        int r = same(ours, theirs, fallback, depth + 1);
+        if (r != SAME) {
+            return r;
+        }
+    }
+    return PyDict_GET_SIZE(a) == PyDict_GET_SIZE(b) ? SAME : DIFFERENT;
+}
+
+static int
+same_dict(PyObject *a, PyObject *b, PyObject *fallback, int depth)
+{
+    if (PyDict_GET_SIZE(a) != PyDict_GET_SIZE(b)) {
+        return DIFFERENT;
+    }
+    /* The common case first: both dicts hold their keys in one order (the head is a copy of what the
+       caller saved), so entries pair up as they are stored, with no hash lookups. */
+    Py_ssize_t pos_a = 0, pos_b = 0;
+    PyObject *key_a, *value_a, *key_b, *value_b;
+    while (PyDict_Next(a, &pos_a, &key_a, &value_a)) {
+        if (!PyDict_Next(b, &pos_b, &key_b, &value_b)) {
+            return DIFFERENT; /* b shrank under a fallback */
+        }
+        if (!exact_text(key_a) || !exact_text(key_b)) {
+            return same_dict_by_key(a, b, fallback, depth);
+        }
+        if (key_a != key_b && !same_text(key_a, key_b)) {
+            return same_dict_by_key(a, b, fallback, depth); /* another order */
+        }
+        int r = same(value_a, value_b, fallback, depth + 1);
+        if (r != SAME) {
+            return r;
+        }
+    }
+    return PyDict_GET_SIZE(a) == PyDict_GET_SIZE(b) ? SAME : DIFFERENT;
+}
+
+static int
+same_items(PyObject *a, PyObject *b, PyObject *fallback, int depth)
+{
+    int is_list = PyList_CheckExact(a);
+    Py_ssize_t n = Py_SIZE(a);
+    if (n != Py_SIZE(b)) {
+        return DIFFERENT;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (Py_SIZE(a) != n || Py_SIZE(b) != n) {
+            return DIFFERENT; /* a fallback changed a list */
+        }
+        PyObject *x = is_list ? PyList_GET_ITEM(a, i) : PyTuple_GET_ITEM(a, i);
+        PyObject *y = is_list ? PyList_GET_ITEM(b, i) : PyTuple_GET_ITEM(b, i);
+        if (x == y) {
+            continue;
+        }
+        int r = same(x, y, fallback, depth + 1);
+        if (r != SAME) {
+            return r;
+        }
+    }
+    return SAME;
+}
+
+static int
+same(PyObject *a, PyObject *b, PyObject *fallback, int depth)
+{
+    if (a == b) {
+        return SAME;
+    }
+    PyTypeObject *type = Py_TYPE(a);
+    if (type != Py_TYPE(b)) {
+        return DIFFERENT;
+    }
+    if (type == &PyUnicode_Type) {
+        return same_text(a, b);
+    }
+    if (type == &PyBool_Type || a == Py_None) {
+        return DIFFERENT; /* singletons, and not the same object */
+    }
+    if (type == &PyLong_Type) {
+        return PyObject_RichCompareBool(a, b, Py_EQ);
+    }
+    if (type == &PyFloat_Type) {
+        return same_float(a, b);
+    }
+    if (depth > MAX_NATIVE_DEPTH) {
+        return ask_fallback(a, b, fallback);
+    }
+    if (type == &PyDict_Type || type == &PyList_Type || type == &PyTuple_Type) {
+        Py_INCREF(a);
+        Py_INCREF(b);
+        int r = type == &PyDict_Type ? same_dict(a, b, fallback, depth) : same_items(a, b, fallback, depth);
+        Py_DECREF(a);
+        Py_DECREF(b);
+        return r;
+    }
+    return ask_fallback(a, b, fallback);
+}
+
+static PyObject *
+exactcompare_same(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "same(stored, caller, fallback) takes 3 arguments");
+        return NULL;
+    }
+    int r = same(args[0], args[1], args[2], 0);
+    if (r == FAILED) {
+        return NULL;
+    }
+    return PyBool_FromLong(r);
+}
+
+static PyMethodDef methods[] = {
+    {"same", (PyCFunction)(void (*)(void))exactcompare_same, METH_FASTCALL,
+     "same(stored, caller, fallback) -> bool: equal and stored the same (see eventckpt.ops.same); pairs of "
+     "other types than dict, list, tuple, str, int, float, bool and None are decided by fallback(a, b)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "eventckpt.exactcompare",
+    "The C-speed core of eventckpt.ops.same (built when a C compiler is present; ops falls back to Python).",
+    -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit_exactcompare(void)
+{
+    return PyModule_Create(&module);
+}
