@@ -24,12 +24,9 @@
 #include <math.h>
 #include <string.h>
 
-/* Past this depth the pair goes to `fallback`: Python's own recursion limit then decides. */
-#define MAX_NATIVE_DEPTH 200
-
 enum { DIFFERENT = 0, SAME = 1, FAILED = -1 };
 
-static int same(PyObject *a, PyObject *b, PyObject *fallback, int depth);
+static int same(PyObject *a, PyObject *b, PyObject *fallback);
 
 static int
 ask_fallback(PyObject *a, PyObject *b, PyObject *fallback)
@@ -89,7 +86,7 @@ text_keys(PyObject *d)
 
 /* Key by key, in the caller's order: the order of a dict's keys is not a value. */
 static int
-same_dict_by_key(PyObject *a, PyObject *b, PyObject *fallback, int depth)
+same_dict_by_key(PyObject *a, PyObject *b, PyObject *fallback)
 {
     if (!text_keys(a) || !text_keys(b)) {
         return ask_fallback(a, b, fallback); /* NaN keys, 1 == 1.0 keys, str enum keys */
@@ -101,7 +98,7 @@ same_dict_by_key(PyObject *a, PyObject *b, PyObject *fallback, int depth)
         if (ours == NULL) {
             return PyErr_Occurred() ? FAILED : DIFFERENT;
         }
-        int r = same(ours, theirs, fallback, depth + 1);
+        int r = same(ours, theirs, fallback);
         if (r != SAME) {
             return r;
         }
@@ -110,7 +107,7 @@ same_dict_by_key(PyObject *a, PyObject *b, PyObject *fallback, int depth)
 }
 
 static int
-same_dict(PyObject *a, PyObject *b, PyObject *fallback, int depth)
+same_dict(PyObject *a, PyObject *b, PyObject *fallback)
 {
     if (PyDict_GET_SIZE(a) != PyDict_GET_SIZE(b)) {
         return DIFFERENT;
@@ -124,12 +121,12 @@ same_dict(PyObject *a, PyObject *b, PyObject *fallback, int depth)
             return DIFFERENT; /* b shrank under a fallback */
         }
         if (!exact_text(key_a) || !exact_text(key_b)) {
-            return same_dict_by_key(a, b, fallback, depth);
+            return same_dict_by_key(a, b, fallback);
         }
         if (key_a != key_b && !same_text(key_a, key_b)) {
-            return same_dict_by_key(a, b, fallback, depth); /* another order */
+            return same_dict_by_key(a, b, fallback); /* another order */
         }
-        int r = same(value_a, value_b, fallback, depth + 1);
+        int r = same(value_a, value_b, fallback);
         if (r != SAME) {
             return r;
         }
@@ -138,7 +135,7 @@ same_dict(PyObject *a, PyObject *b, PyObject *fallback, int depth)
 }
 
 static int
-same_items(PyObject *a, PyObject *b, PyObject *fallback, int depth)
+same_items(PyObject *a, PyObject *b, PyObject *fallback)
 {
     int is_list = PyList_CheckExact(a);
     Py_ssize_t n = Py_SIZE(a);
@@ -154,7 +151,7 @@ same_items(PyObject *a, PyObject *b, PyObject *fallback, int depth)
         if (x == y) {
             continue;
         }
-        int r = same(x, y, fallback, depth + 1);
+        int r = same(x, y, fallback);
         if (r != SAME) {
             return r;
         }
@@ -163,7 +160,7 @@ same_items(PyObject *a, PyObject *b, PyObject *fallback, int depth)
 }
 
 static int
-same(PyObject *a, PyObject *b, PyObject *fallback, int depth)
+same(PyObject *a, PyObject *b, PyObject *fallback)
 {
     if (a == b) {
         return SAME;
@@ -184,15 +181,18 @@ same(PyObject *a, PyObject *b, PyObject *fallback, int depth)
     if (type == &PyFloat_Type) {
         return same_float(a, b);
     }
-    if (depth > MAX_NATIVE_DEPTH) {
-        return ask_fallback(a, b, fallback);
-    }
     if (type == &PyDict_Type || type == &PyList_Type || type == &PyTuple_Type) {
+        /* Counted with Python's own frames: a value nested past the recursion limit (or a cycle) raises
+           RecursionError, as `==` does, instead of running out of C stack. */
+        if (Py_EnterRecursiveCall(" in eventckpt.exactcompare.same")) {
+            return FAILED;
+        }
         Py_INCREF(a);
         Py_INCREF(b);
-        int r = type == &PyDict_Type ? same_dict(a, b, fallback, depth) : same_items(a, b, fallback, depth);
+        int r = type == &PyDict_Type ? same_dict(a, b, fallback) : same_items(a, b, fallback);
         Py_DECREF(a);
         Py_DECREF(b);
+        Py_LeaveRecursiveCall();
         return r;
     }
     return ask_fallback(a, b, fallback);
@@ -205,7 +205,7 @@ exactcompare_same(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "same(stored, caller, fallback) takes 3 arguments");
         return NULL;
     }
-    int r = same(args[0], args[1], args[2], 0);
+    int r = same(args[0], args[1], args[2]);
     if (r == FAILED) {
         return NULL;
     }

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import math
+import subprocess
+import sys
 from decimal import Decimal
 from typing import Any
 
@@ -84,20 +86,47 @@ def test_lookalikes(a: Any, b: Any, expected: bool) -> None:
     assert ops.same(b, a) is expected
 
 
-def test_a_value_deeper_than_the_extension_walks_is_decided_in_python(comparison: str) -> None:
-    """Past the depth the C code walks itself (200 levels), the pair is handed to Python: deep values still
-    compare (in Python alone, past the deepest value a store keeps)."""
-    depth = 250 if comparison == "native" else 120
+def test_deep_values_compare(comparison: str) -> None:
+    """Values nested deeper than any a store keeps (100 levels) still compare, equal or changed at the bottom."""
     deep: Any = "leaf"
-    for _ in range(depth):
-        deep = [deep]
+    for _ in range(120):
+        deep = [{"k": deep}]
     assert ops.same(deep, copy.deepcopy(deep))
     changed = copy.deepcopy(deep)
     inner = changed
-    for _ in range(depth - 1):
-        inner = inner[0]
-    inner[0] = "other"
+    for _ in range(119):
+        inner = inner[0]["k"]
+    inner[0]["k"] = "other"
     assert not ops.same(deep, changed)
+
+
+@pytest.mark.parametrize("nesting", ["[x]", "{'k': x}", "(x,)"])
+def test_a_value_past_the_recursion_limit_raises_recursion_error(comparison: str, nesting: str) -> None:
+    """A value nested 200,000 levels deep (or two cycles) raises RecursionError, as `==` does, in a real
+    process that must not crash: the C walk counts its levels with Python's frames."""
+    program = f"""
+import sys
+from eventckpt import ops
+if {comparison!r} == "python":
+    ops.native_same = None
+def nest():
+    x = "leaf"
+    for _ in range(200_000):
+        x = {nesting}
+    return x
+try:
+    ops.same(nest(), nest())
+except RecursionError:
+    one, other = [], []
+    one.append(one)
+    other.append(other)
+    try:
+        ops.same(one, other)
+    except RecursionError:
+        print("refused")
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "refused"), done.stderr[-2000:]
 
 
 class Meddler:
