@@ -3,8 +3,9 @@
    Two values are "the same" when they are equal and would be stored the same: exact types all the way
    down (1, 1.0 and True differ; so do a list and a tuple, a str and a str subclass), a float zero's sign
    counts, and every NaN equals every NaN. This file decides that in one pass for what a checkpoint mostly
-   holds: exact dict (with exact str keys), list, tuple, str, int, float, bool and None. Any other pair
-   (sets, decimals, times, objects, subclasses, dicts with other keys) is handed to `fallback(a, b)`, the
+   holds: exact dict (with exact str keys; a pair of dicts holding them in different orders takes a second,
+   key-by-key pass), list, tuple, str, int, float, bool and None. Any other pair of one type (sets,
+   decimals, times, objects, subclasses, dicts with other keys) is handed to `fallback(a, b)`, the
    pure-Python definition (eventckpt.ops), which calls back into this one for what it holds.
 
    Why C: a plain `save()` compares the whole state with the head on every step. Python's `==` needs a
@@ -12,12 +13,13 @@
    with the caller (the codec's copy keeps the caller's immutable objects) by identity without reading
    them.
 
-   Safety: `fallback` runs Python code, which may change the containers being compared. Only a container
-   or a fallback call can lead to Python code, and each holds its pair (new references) for as long as it
-   runs; a loop never touches an item again after the call that may have freed it, list items are read by
-   index with the length checked each time, and dict entries come from PyDict_Next, which reads the dict
-   as it is now. So a mutation can at worst change the answer, never touch freed memory. Leaves compared
-   here run no Python code, and are not even read when the two sides hold the same object. */
+   Safety: `fallback` runs Python code, which may change the containers being compared (and, in the
+   key-by-key pass, so may a dict lookup, once a fallback has given the dict a key that is not a str).
+   Every container is held (a new reference) while it is walked, and so is each pair the key-by-key pass
+   compares; list items are read by index with the length checked each time, and dict entries come from
+   PyDict_Next, which reads the dict as it is now. So a mutation can at worst change the answer, never
+   touch freed memory. Leaves of exact types are compared here without running Python code, and are not
+   even read when the two sides hold the same object. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -47,6 +49,12 @@ ask_fallback(PyObject *a, PyObject *b, PyObject *fallback)
 static int
 same_text(PyObject *a, PyObject *b)
 {
+#if PY_VERSION_HEX < 0x030C0000
+    /* Before 3.12 a str made by the deprecated PyUnicode_FromUnicode may not have its canonical form yet. */
+    if (PyUnicode_READY(a) < 0 || PyUnicode_READY(b) < 0) {
+        return FAILED;
+    }
+#endif
     Py_ssize_t length = PyUnicode_GET_LENGTH(a);
     if (length != PyUnicode_GET_LENGTH(b) || PyUnicode_KIND(a) != PyUnicode_KIND(b)) {
         return DIFFERENT;
@@ -94,11 +102,21 @@ same_dict_by_key(PyObject *a, PyObject *b, PyObject *fallback)
     Py_ssize_t pos = 0;
     PyObject *key, *theirs;
     while (PyDict_Next(b, &pos, &key, &theirs)) {
+        /* Held: a fallback for an earlier key may have given `a` a key whose __eq__ the lookup runs. */
+        Py_INCREF(key);
+        Py_INCREF(theirs);
         PyObject *ours = PyDict_GetItemWithError(a, key);
+        int r;
         if (ours == NULL) {
-            return PyErr_Occurred() ? FAILED : DIFFERENT;
+            r = PyErr_Occurred() ? FAILED : DIFFERENT;
         }
-        int r = same(ours, theirs, fallback);
+        else {
+            Py_INCREF(ours);
+            r = same(ours, theirs, fallback);
+            Py_DECREF(ours);
+        }
+        Py_DECREF(key);
+        Py_DECREF(theirs);
         if (r != SAME) {
             return r;
         }
@@ -123,7 +141,11 @@ same_dict(PyObject *a, PyObject *b, PyObject *fallback)
         if (!exact_text(key_a) || !exact_text(key_b)) {
             return same_dict_by_key(a, b, fallback);
         }
-        if (key_a != key_b && !same_text(key_a, key_b)) {
+        int same_key = key_a == key_b ? SAME : same_text(key_a, key_b);
+        if (same_key == FAILED) {
+            return FAILED;
+        }
+        if (same_key != SAME) {
             return same_dict_by_key(a, b, fallback); /* another order */
         }
         int r = same(value_a, value_b, fallback);
@@ -214,15 +236,16 @@ exactcompare_same(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef methods[] = {
     {"same", (PyCFunction)(void (*)(void))exactcompare_same, METH_FASTCALL,
-     "same(stored, caller, fallback) -> bool: equal and stored the same (see eventckpt.ops.same); pairs of "
-     "other types than dict, list, tuple, str, int, float, bool and None are decided by fallback(a, b)."},
+     "same(stored, caller, fallback) -> bool: equal and stored the same (see eventckpt.ops.same). Values of "
+     "different types differ; fallback(a, b) decides pairs of one type other than dict, list, tuple, str, int, "
+     "float, bool and None, and dicts whose keys are not all exactly str."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "eventckpt.exactcompare",
     "The C-speed core of eventckpt.ops.same (built when a C compiler is present; ops falls back to Python).",
-    -1, methods,
+    -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC

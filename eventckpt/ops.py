@@ -75,9 +75,11 @@ def same(a: Any, b: Any) -> bool:
 
     Dicts are compared key by key: the order of their keys is not a value (see `edited_order`). `a` is
     the stored side (a codec decoded or copied it: see `_same_types`), `b` the caller's. Where the C
-    extension `exactcompare` was built (`native_same`), it decides dicts, lists, tuples and JSON's
-    scalars in one pass and hands every other pair to `same_in_python`; without it, lists are compared
-    with `==` plus `_same_types`, a few C-speed passes: a long conversation stays cheap to diff either way.
+    extension `exactcompare` was built (`native_same`), it decides dicts with text keys, lists, tuples
+    and JSON's scalars in one pass and hands every other pair of one type to `same_in_python`; without
+    it, lists are compared with `==` plus `_same_types`, a few C-speed passes: a long conversation stays
+    cheap to diff either way. (The C pass is the stricter where the stored side is not what a codec
+    makes: a list subclass, or a str enum before any is known, is never the same as a list or a str.)
     """
     if native_same is not None:
         return native_same(a, b, same_in_python)

@@ -172,3 +172,54 @@ def test_an_error_in_python_code_reaches_the_caller() -> None:
 
     with pytest.raises(ZeroDivisionError, match="from __eq__"):
         ops.same([{"k": Broken()}], [{"k": Broken()}])
+
+
+def test_a_pair_stays_alive_while_a_lookup_runs_python_code(comparison: str) -> None:
+    """Once Python code run mid-compare gives the stored dict a key that is not text, looking a key up
+    in it runs that key's __eq__, which may delete the caller's entry: the value being compared stays
+    alive until its comparison is done (a real process: reading freed memory would crash it or lie)."""
+    program = f"""
+from eventckpt import ops
+if {comparison!r} == "python":
+    ops.native_same = None
+armed = False
+
+class Collider:
+    def __hash__(self):
+        return hash("x")
+    def __eq__(self, other):
+        if armed:
+            del caller["x"]
+        return False
+
+class Watched:
+    def __init__(self, name):
+        self.name = name
+    def __del__(self):
+        print("freed", self.name, flush=True)
+    def __eq__(self, other):
+        print("compared", self.name, other.name, flush=True)
+        return True
+    __hash__ = object.__hash__
+
+class Meddling:
+    def __eq__(self, other):
+        global armed
+        value = stored.pop("x")
+        stored[Collider()] = 0
+        stored["x"] = value
+        armed = True
+        return True
+    __hash__ = object.__hash__
+
+x = "".join(["x"])  # equal text, another object: the lookup compares keys
+stored = {{"x": Watched("stored"), "k": Meddling()}}
+caller = {{"k": Meddling(), x: Watched("caller")}}  # another order: compared key by key
+print("answer", ops.same(stored, caller), flush=True)
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    # an answer, or a Python exception (Python's own loop refuses a dict that changed size): never a crash
+    assert done.returncode == 0 or (done.returncode == 1 and "Traceback" in done.stderr), done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    if "compared stored caller" in lines:
+        assert lines.index("compared stored caller") < lines.index("freed caller")
