@@ -194,8 +194,8 @@ same(PyObject *a, PyObject *b, PyObject *fallback)
     if (type == &PyUnicode_Type) {
         return same_text(a, b);
     }
-    if (type == &PyBool_Type || a == Py_None) {
-        return DIFFERENT; /* singletons, and not the same object */
+    if (type == &PyBool_Type) {
+        return DIFFERENT; /* True and False are singletons (and None, met above as the same object) */
     }
     if (type == &PyLong_Type) {
         return PyObject_RichCompareBool(a, b, Py_EQ);
